@@ -1,0 +1,300 @@
+//===- Adjoint.cpp - reverse-mode differentiation of op sequences ---------===//
+
+#include "dialects/train/Adjoint.h"
+#include "dialects/train/TrainDialect.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace loom::train;
+
+static bool isDifferentiable(Value v) {
+  return isa<FloatType>(getElementTypeOrSelf(v.getType()));
+}
+
+DenseSet<Value> loom::train::computeActive(Block &block, ValueRange sources) {
+  DenseSet<Value> active;
+  for (Value s : sources)
+    if (isDifferentiable(s))
+      active.insert(s);
+  for (Operation &op : block) {
+    if (llvm::none_of(op.getOperands(),
+                      [&](Value v) { return active.contains(v); }))
+      continue;
+    for (Value r : op.getResults())
+      if (isDifferentiable(r))
+        active.insert(r);
+  }
+  return active;
+}
+
+DenseSet<Value> loom::train::prepareForBackward(RewriterBase &rewriter,
+                                                Block &block,
+                                                ValueRange sources) {
+  DenseSet<Value> active = computeActive(block, sources);
+  SmallVector<BackwardOpInterface> candidates;
+  for (Operation &op : block)
+    if (auto rule = dyn_cast<BackwardOpInterface>(op))
+      if (llvm::any_of(op.getOperands(),
+                       [&](Value v) { return active.contains(v); }))
+        candidates.push_back(rule);
+  if (candidates.empty())
+    return active;
+  for (BackwardOpInterface rule : candidates) {
+    rewriter.setInsertionPoint(rule);
+    rule.prepareForBackward(rewriter);
+  }
+  return computeActive(block, sources);
+}
+
+Value loom::train::zerosLike(OpBuilder &b, Location loc, Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  return arith::ConstantOp::create(
+      b, loc, tensor,
+      DenseElementsAttr::get(tensor,
+                             b.getZeroAttr(tensor.getElementType())));
+}
+
+Value loom::train::accumulate(OpBuilder &b, Location loc, Value a, Value v) {
+  if (!a)
+    return v;
+  return AddOp::create(b, loc, a, v);
+}
+
+LogicalResult
+loom::train::backpropagate(OpBuilder &b, Block &block,
+                           const DenseSet<Value> &active,
+                           DenseMap<Value, Value> &adjoints) {
+  // The adjoint is built into the same block: walk a snapshot of the forward.
+  SmallVector<Operation *> forward = llvm::to_vector(llvm::map_range(
+      block.without_terminator(), [](Operation &op) { return &op; }));
+  for (Operation *opPtr : llvm::reverse(forward)) {
+    Operation &op = *opPtr;
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op.getResults()) {
+      resultGrads.push_back(adjoints.lookup(r));
+      any |= bool(resultGrads.back());
+    }
+    if (!any)
+      continue;
+    SmallVector<bool> needed;
+    for (Value v : op.getOperands())
+      needed.push_back(active.contains(v));
+    if (llvm::none_of(needed, [](bool n) { return n; }))
+      continue;
+    auto rule = dyn_cast<BackwardOpInterface>(op);
+    if (!rule)
+      return op.emitOpError("has no backward rule, but a gradient flows "
+                            "through it to a parameter");
+    SmallVector<Value> operandGrads;
+    if (failed(rule.buildBackward(b, resultGrads, needed, operandGrads)))
+      return failure();
+    if (operandGrads.size() != op.getNumOperands())
+      return op.emitOpError("backward rule returned ")
+             << operandGrads.size() << " gradients for " << op.getNumOperands()
+             << " operands";
+    for (auto [operand, grad, need] :
+         llvm::zip(op.getOperands(), operandGrads, needed)) {
+      if (!need || !grad)
+        continue;
+      if (grad.getType() != operand.getType())
+        return op.emitOpError("backward rule gave a gradient of type ")
+               << grad.getType() << " for an operand of type "
+               << operand.getType();
+      adjoints[operand] = accumulate(b, op.getLoc(), adjoints.lookup(operand),
+                                     grad);
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// train.repeat
+//===----------------------------------------------------------------------===//
+
+static RankedTensorType stackedType(int64_t count, Type slice) {
+  auto t = cast<RankedTensorType>(slice);
+  SmallVector<int64_t> shape{count};
+  llvm::append_range(shape, t.getShape());
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+Operation *RepeatOp::prepareForBackward(RewriterBase &rewriter) {
+  if (getSavesCarries())
+    return getOperation();
+  // Re-create the op with one more stacked result per carry: the carry as it
+  // entered each iteration, which the backward pass recomputes from.
+  SmallVector<Type> stackedTypes(getStackedResults().getTypes());
+  for (Type t : getCarries().getTypes())
+    stackedTypes.push_back(stackedType(getCount(), t));
+  auto saving = RepeatOp::create(
+      rewriter, getLoc(), getCarries().getTypes(), stackedTypes, getCount(),
+      getReverse(), /*saves_carries=*/true, getCarries(), getStacked(),
+      getInvariants());
+  rewriter.inlineRegionBefore(getBody(), saving.getBody(),
+                              saving.getBody().end());
+  Block &body = saving.getBodyBlock();
+  YieldOp yield = saving.getYield();
+  SmallVector<Value> slices(yield.getStacked());
+  llvm::append_range(slices,
+                     body.getArguments().slice(1, getCarries().size()));
+  rewriter.setInsertionPoint(yield);
+  YieldOp::create(rewriter, yield.getLoc(), yield.getCarries(), slices);
+  rewriter.eraseOp(yield);
+  SmallVector<Value> replacements(saving.getCarryResults());
+  llvm::append_range(replacements, saving.getStackedResults().take_front(
+                                       getStackedResults().size()));
+  rewriter.replaceOp(getOperation(), replacements);
+  return saving;
+}
+
+LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
+                                      ArrayRef<bool> needed,
+                                      SmallVectorImpl<Value> &operandGrads) {
+  if (!getSavesCarries())
+    return emitOpError("must save its carries (prepareForBackward) before "
+                       "its backward pass is built");
+  Location loc = getLoc();
+  int64_t count = getCount();
+  size_t numCarries = getCarries().size(), numStacked = getStacked().size(),
+         numInvariants = getInvariants().size();
+  size_t numUserStacked = getStackedResults().size() - numCarries;
+  for (Value c : getCarries())
+    if (!isDifferentiable(c))
+      return emitOpError("carries an integer value; only float carries can "
+                         "be differentiated");
+
+  auto gradOrZeros = [&](Value grad, Type type) {
+    return grad ? grad : zerosLike(b, loc, type);
+  };
+  // Backward carries: the carry gradients, then one accumulator per
+  // invariant that needs a gradient.
+  SmallVector<Value> bwdCarries;
+  for (size_t i = 0; i < numCarries; ++i)
+    bwdCarries.push_back(
+        gradOrZeros(resultGrads[i], getCarries()[i].getType()));
+  SmallVector<size_t> gradInvariants;
+  for (size_t j = 0; j < numInvariants; ++j)
+    if (needed[numCarries + numStacked + j]) {
+      gradInvariants.push_back(j);
+      bwdCarries.push_back(zerosLike(b, loc, getInvariants()[j].getType()));
+    }
+  // Backward stacked operands: saved carries, forward stacked operands, the
+  // gradients of the user's stacked results.
+  SmallVector<Value> bwdStacked(
+      getStackedResults().take_back(numCarries));
+  llvm::append_range(bwdStacked, getStacked());
+  for (size_t y = 0; y < numUserStacked; ++y)
+    bwdStacked.push_back(gradOrZeros(resultGrads[numCarries + y],
+                                     getStackedResults()[y].getType()));
+  SmallVector<size_t> gradStacked;
+  SmallVector<Type> bwdStackedResultTypes;
+  for (size_t s = 0; s < numStacked; ++s)
+    if (needed[numCarries + s] && isDifferentiable(getStacked()[s])) {
+      gradStacked.push_back(s);
+      bwdStackedResultTypes.push_back(getStacked()[s].getType());
+    }
+
+  SmallVector<Type> bwdCarryTypes = llvm::to_vector(
+      llvm::map_range(bwdCarries, [](Value v) { return v.getType(); }));
+  auto bwd = RepeatOp::create(b, loc, bwdCarryTypes, bwdStackedResultTypes,
+                              count, !getReverse(), /*saves_carries=*/false,
+                              bwdCarries, bwdStacked, getInvariants());
+
+  // Body arguments: index, carry grads, invariant accumulators, saved
+  // carries, stacked slices, result-gradient slices, invariants.
+  Block &fwdBody = getBodyBlock();
+  Block *body = new Block();
+  bwd.getBody().push_back(body);
+  body->addArgument(b.getIndexType(), loc);
+  for (Type t : bwdCarryTypes)
+    body->addArgument(t, loc);
+  for (Value s : bwdStacked)
+    body->addArgument(
+        RankedTensorType::get(cast<RankedTensorType>(s.getType())
+                                  .getShape()
+                                  .drop_front(),
+                              getElementTypeOrSelf(s.getType())),
+        loc);
+  for (Value inv : getInvariants())
+    body->addArgument(inv.getType(), loc);
+  auto args = body->getArguments();
+  Value index = args[0];
+  auto carryGrads = args.slice(1, numCarries);
+  auto accumulators = args.slice(1 + numCarries, gradInvariants.size());
+  size_t base = 1 + bwdCarryTypes.size();
+  auto savedCarries = args.slice(base, numCarries);
+  auto slices = args.slice(base + numCarries, numStacked);
+  auto resultGradSlices =
+      args.slice(base + numCarries + numStacked, numUserStacked);
+  auto invariants = args.slice(base + numCarries + numStacked + numUserStacked,
+                               numInvariants);
+
+  // Recompute the iteration's forward from its saved input.
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(body);
+  IRMapping map;
+  map.map(fwdBody.getArgument(0), index);
+  for (size_t i = 0; i < numCarries; ++i)
+    map.map(fwdBody.getArgument(1 + i), savedCarries[i]);
+  for (size_t s = 0; s < numStacked; ++s)
+    map.map(fwdBody.getArgument(1 + numCarries + s), slices[s]);
+  for (size_t j = 0; j < numInvariants; ++j)
+    map.map(fwdBody.getArgument(1 + numCarries + numStacked + j),
+            invariants[j]);
+  YieldOp fwdYield = getYield();
+  auto placeholder = YieldOp::create(b, loc, ValueRange(), ValueRange());
+  b.setInsertionPoint(placeholder);
+  for (Operation &op : fwdBody.without_terminator())
+    b.clone(op, map);
+
+  SmallVector<Value> sources(savedCarries);
+  llvm::append_range(sources, slices);
+  llvm::append_range(sources, invariants);
+  IRRewriter rewriter(b);
+  DenseSet<Value> active =
+      loom::train::prepareForBackward(rewriter, *body, sources);
+  b.setInsertionPoint(placeholder);
+
+  DenseMap<Value, Value> adjoints;
+  for (size_t i = 0; i < numCarries; ++i) {
+    Value out = map.lookupOrDefault(fwdYield.getCarries()[i]);
+    adjoints[out] = accumulate(b, loc, adjoints.lookup(out), carryGrads[i]);
+  }
+  for (size_t y = 0; y < numUserStacked; ++y) {
+    Value out = map.lookupOrDefault(fwdYield.getStacked()[y]);
+    adjoints[out] =
+        accumulate(b, loc, adjoints.lookup(out), resultGradSlices[y]);
+  }
+  if (failed(backpropagate(b, *body, active, adjoints)))
+    return failure();
+
+  SmallVector<Value> nextCarries;
+  for (size_t i = 0; i < numCarries; ++i)
+    nextCarries.push_back(gradOrZeros(adjoints.lookup(savedCarries[i]),
+                                      savedCarries[i].getType()));
+  for (auto [k, j] : llvm::enumerate(gradInvariants)) {
+    Value g = adjoints.lookup(invariants[j]);
+    nextCarries.push_back(g ? accumulate(b, loc, accumulators[k], g)
+                            : Value(accumulators[k]));
+  }
+  SmallVector<Value> stackedGrads;
+  for (size_t s : gradStacked)
+    stackedGrads.push_back(
+        gradOrZeros(adjoints.lookup(slices[s]), slices[s].getType()));
+  YieldOp::create(b, loc, nextCarries, stackedGrads);
+  placeholder.erase();
+
+  operandGrads.assign(getNumOperands(), Value());
+  for (size_t i = 0; i < numCarries; ++i)
+    if (needed[i])
+      operandGrads[i] = bwd.getCarryResults()[i];
+  for (auto [k, s] : llvm::enumerate(gradStacked))
+    operandGrads[numCarries + s] = bwd.getStackedResults()[k];
+  for (auto [k, j] : llvm::enumerate(gradInvariants))
+    operandGrads[numCarries + numStacked + j] =
+        bwd.getCarryResults()[numCarries + k];
+  return success();
+}

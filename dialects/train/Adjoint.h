@@ -1,0 +1,48 @@
+//===- Adjoint.h - reverse-mode differentiation of op sequences -*- C++ -*-===//
+//
+// The generic core of `train-autodiff`, shared with ops whose backward rule
+// differentiates a region (train.repeat): it walks ops backwards and asks
+// each for its BackwardOpInterface rule. It never looks at op names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECTS_TRAIN_ADJOINT_H
+#define LOOM_DIALECTS_TRAIN_ADJOINT_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace loom::train {
+
+/// The values defined in `block` (its arguments included) that depend on one
+/// of `sources` through float-typed data flow.
+llvm::DenseSet<mlir::Value> computeActive(mlir::Block &block,
+                                          mlir::ValueRange sources);
+
+/// Lets every active op of `block` that has a backward rule prepare for it
+/// (BackwardOpInterface::prepareForBackward), then returns the active values
+/// again, since prepared ops may have been replaced.
+llvm::DenseSet<mlir::Value> prepareForBackward(mlir::RewriterBase &rewriter,
+                                               mlir::Block &block,
+                                               mlir::ValueRange sources);
+
+/// Builds, at `b`'s insertion point, the adjoint of the non-terminator ops
+/// of `block`. On entry `adjoints` holds the seeds; on exit it also holds the
+/// gradient of every active value that receives one.
+llvm::LogicalResult
+backpropagate(mlir::OpBuilder &b, mlir::Block &block,
+              const llvm::DenseSet<mlir::Value> &active,
+              llvm::DenseMap<mlir::Value, mlir::Value> &adjoints);
+
+/// a + b, where a null `a` stands for zero.
+mlir::Value accumulate(mlir::OpBuilder &b, mlir::Location loc, mlir::Value a,
+                       mlir::Value v);
+
+/// A constant zero tensor of `type`.
+mlir::Value zerosLike(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type);
+
+} // namespace loom::train
+
+#endif // LOOM_DIALECTS_TRAIN_ADJOINT_H

@@ -1,0 +1,43 @@
+//===- TrainDialect.h - the train dialect -----------------------*- C++ -*-===//
+
+#ifndef LOOM_DIALECTS_TRAIN_TRAINDIALECT_H
+#define LOOM_DIALECTS_TRAIN_TRAINDIALECT_H
+
+#include "dialects/train/ShardingRule.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/train/TrainDialect.h.inc"
+#include "dialects/train/TrainEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/train/TrainAttrs.h.inc"
+
+namespace loom::train::detail {
+int64_t defaultFlops(mlir::Operation *op);
+int64_t defaultBytesRead(mlir::Operation *op);
+int64_t defaultBytesWritten(mlir::Operation *op);
+/// Result type of numpy broadcasting of `lhs` and `rhs`, or a diagnostic at
+/// `loc` naming `opName` when their shapes or element types are incompatible.
+llvm::LogicalResult inferBroadcast(std::optional<mlir::Location> loc,
+                                   llvm::StringRef opName, mlir::Type lhs,
+                                   mlir::Type rhs,
+                                   llvm::SmallVectorImpl<mlir::Type> &types);
+} // namespace loom::train::detail
+
+#include "dialects/train/TrainInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/train/TrainOps.h.inc"
+
+#endif // LOOM_DIALECTS_TRAIN_TRAINDIALECT_H

@@ -1,0 +1,83 @@
+//===- TrainInterfaces.td - per-op knowledge that passes query ------------===//
+//
+// Passes stay generic: whatever an op contributes to autodiff, to the cost
+// model or to sharding propagation it says through one of these interfaces.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_TRAIN_INTERFACES_TD
+#define LOOM_TRAIN_INTERFACES_TD
+
+include "mlir/IR/OpBase.td"
+
+def Train_BackwardOpInterface : OpInterface<"BackwardOpInterface"> {
+  let cppNamespace = "::loom::train";
+  let description = [{
+    The reverse-mode rule of an op. `train-autodiff` walks a model backwards
+    and asks each op for the gradients of its operands given the gradients of
+    its results; it never looks at op names.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds, at the builder's insertion point, the gradients of this op's
+        operands. `resultGrads` has one entry per result (null when no gradient
+        flows into that result). `needed[i]` says whether operand i needs a
+        gradient; `operandGrads` receives one value per operand, null where
+        none is needed or the operand is not differentiable. A rule may refer
+        to the op's operands and results (they dominate the backward pass).
+      }],
+      "::llvm::LogicalResult", "buildBackward",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::ArrayRef<bool>":$needed,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+    InterfaceMethod<[{
+        Called once on every op of a model before the backward pass is built:
+        an op whose rule needs values the forward pass does not yet produce
+        (the per-iteration inputs of a `train.repeat`) replaces itself here
+        and returns the replacement. The default keeps the op.
+      }],
+      "::mlir::Operation *", "prepareForBackward",
+      (ins "::mlir::RewriterBase &":$rewriter), [{}],
+      [{ return $_op.getOperation(); }]>,
+  ];
+}
+
+def Train_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::loom::train";
+  let description = [{
+    The work of one execution of an op at the shapes it carries: floating-point
+    operations and bytes read and written. The cost model, the pipeline
+    partitioner and the remat planner read these. The defaults count one
+    operation per result element and every operand and result byte once.
+  }];
+  let methods = [
+    InterfaceMethod<"Floating-point operations of one execution.",
+      "int64_t", "getFlops", (ins), [{}],
+      [{ return ::loom::train::detail::defaultFlops($_op.getOperation()); }]>,
+    InterfaceMethod<"Bytes read from memory by one execution.",
+      "int64_t", "getBytesRead", (ins), [{}],
+      [{ return ::loom::train::detail::defaultBytesRead($_op.getOperation()); }]>,
+    InterfaceMethod<"Bytes written to memory by one execution.",
+      "int64_t", "getBytesWritten", (ins), [{}],
+      [{ return ::loom::train::detail::defaultBytesWritten($_op.getOperation()); }]>,
+  ];
+}
+
+def Train_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::loom::train";
+  let description = [{
+    The factor-based sharding rule of an op (after Shardy's
+    OpShardingRuleAttr): every dimension of every operand and result is
+    mapped to a factor; a factor is pass-through (sharding it shards the
+    result the same way), reduction (sharding it leaves the result unreduced
+    over those axes) or need-replication (it cannot be sharded).
+    `dist-sharding-propagation` reads these rules.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's sharding rule.",
+      "::loom::train::OpShardingRule", "getShardingRule", (ins)>,
+  ];
+}
+
+#endif // LOOM_TRAIN_INTERFACES_TD

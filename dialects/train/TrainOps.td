@@ -1,0 +1,704 @@
+//===- TrainOps.td - train dialect operations -----------------------------===//
+
+#ifndef LOOM_TRAIN_OPS_TD
+#define LOOM_TRAIN_OPS_TD
+
+include "dialects/train/TrainBase.td"
+include "dialects/train/TrainInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def Train_FloatTensor : RankedTensorOf<[F32, BF16]>;
+def Train_IndexTensor : RankedTensorOf<[I32, I64]>;
+def Train_AnyTensor : RankedTensorOf<[F32, BF16, I32, I64]>;
+def Train_Scalar : 0DTensorOf<[F32]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
+}
+
+//===----------------------------------------------------------------------===//
+// Op classes
+//===----------------------------------------------------------------------===//
+
+class Train_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Train_Dialect, mnemonic, traits>;
+
+// A computation whose result type is inferred in C++ (inferReturnTypes).
+class Train_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits,
+        [Pure, InferTypeOpAdaptor])>;
+
+// A computation whose result type follows from its type constraints (ODS
+// derives the inference); further rules live in its verifier.
+class Train_TypedOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits,
+        [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>])>;
+
+// Pointwise functions of one tensor. Each names its backward rule in C++.
+class Train_UnaryOp<string mnemonic, string formula>
+    : Train_TypedOp<mnemonic, [SameOperandsAndResultType,
+        DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+        Train_CostOpInterface]> {
+  let summary = "pointwise " # mnemonic;
+  let description = "Elementwise `" # formula # "`.";
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+// Elementwise functions of two tensors with numpy broadcasting.
+class Train_BinaryOp<string mnemonic, string formula>
+    : Train_ComputeOp<mnemonic, [
+        DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+        Train_CostOpInterface]> {
+  let summary = "elementwise " # mnemonic # " with broadcasting";
+  let description = "`" # formula # "`, with numpy broadcasting: dimensions "
+    # "are aligned from the right and a dimension of size 1 (or a missing one) "
+    # "stretches to the other operand's size. The backward rule sums the "
+    # "gradient over broadcast dimensions (`train.sum_to`).";
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(::mlir::MLIRContext *,
+        std::optional<::mlir::Location> loc, Adaptor adaptor,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return ::loom::train::detail::inferBroadcast(loc, getOperationName(),
+          adaptor.getLhs().getType(), adaptor.getRhs().getType(), types);
+    }
+  }];
+}
+
+// Gradients of pointwise functions: f'(input) * grad.
+class Train_UnaryGradOp<string mnemonic, string of>
+    : Train_TypedOp<mnemonic, [AllTypesMatch<["input", "grad", "result"]>,
+        Train_CostOpInterface]> {
+  let summary = "backward of `train." # of # "`";
+  let description = "Returns `grad * d" # of # "/dx` evaluated at `input` "
+    # "(for tanh, `input` is the forward result).";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$grad);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $grad attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Model structure
+//===----------------------------------------------------------------------===//
+
+def Train_ModelOp : Train_Op<"model", [Symbol, SingleBlock, IsolatedFromAbove,
+    NoRegionArguments]> {
+  let summary = "a model: parameters, inputs, forward pass, loss, optimizer";
+  let description = [{
+    The body declares parameters and inputs, computes the loss and ends with
+    `train.output`. The optimizer (`#train.sgd` or `#train.adamw`), the
+    learning-rate schedule and the global-norm clipping threshold are
+    attributes; `train-optimizer` reads them.
+
+    ```mlir
+    train.model @mlp attributes {optimizer = #train.sgd<momentum = 0.9>,
+                                 schedule = #train.schedule<lr = 0.1>} {
+      %w = train.param "w" init(#train.init<normal, 0.02>) : tensor<16x4xf32>
+      %x = train.input "x" : tensor<8x16xf32>
+      %y = train.input "y" : tensor<8xi32>
+      %logits = train.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32>
+      %loss = train.cross_entropy %logits, %y : tensor<8x4xf32>, tensor<8xi32>
+      train.output loss(%loss : tensor<f32>)
+    }
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       OptionalAttr<AnyAttrOf<[Train_SGDAttr, Train_AdamWAttr]>>:$optimizer,
+                       OptionalAttr<Train_ScheduleAttr>:$schedule,
+                       OptionalAttr<F64Attr>:$clip_norm);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The terminator of the body.
+    OutputOp getOutput();
+    /// The values whose final value is carried from one step to the next, in
+    /// body order: `train.param` then `train.state` results interleaved as
+    /// they are declared. `train.output`'s updates follow this order.
+    ::llvm::SmallVector<::mlir::Operation *> getStateOps();
+  }];
+}
+
+def Train_ParamOp : Train_Op<"param", [Pure, HasParent<"ModelOp">]> {
+  let summary = "a named trainable parameter";
+  let description = [{
+    Its value at the start of the step. `no_decay` exempts it from weight
+    decay (biases and norm gains, by convention). A parameter used twice
+    (tied embeddings) is one `train.param` with two uses; its gradient is the
+    sum of both.
+  }];
+  let arguments = (ins StrAttr:$name, Train_InitAttr:$init, UnitAttr:$no_decay);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $name `init` `(` $init `)` (`no_decay` $no_decay^)? attr-dict `:` type($result)
+  }];
+}
+
+def Train_StateOp : Train_Op<"state", [Pure, HasParent<"ModelOp">]> {
+  let summary = "named optimizer state carried between steps";
+  let description = [{
+    Created by `train-optimizer` (momentum, first and second moments), zero at
+    the first step; `of` names the parameter it belongs to.
+  }];
+  let arguments = (ins StrAttr:$name, StrAttr:$of);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$name `of` $of attr-dict `:` type($result)";
+}
+
+def Train_InputOp : Train_Op<"input", [Pure, HasParent<"ModelOp">]> {
+  let summary = "a named input of one step (features, token ids, labels)";
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Train_AnyTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Train_IterationOp : Train_Op<"iteration", [Pure, HasParent<"ModelOp">]> {
+  let summary = "the 0-based index of the current optimizer step";
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+def Train_OutputOp : Train_Op<"output", [Terminator, HasParent<"ModelOp">,
+    AttrSizedOperandSegments]> {
+  let summary = "ends a model: the loss, then gradients, then updates";
+  let description = [{
+    A model as written returns its loss. `train-autodiff` adds one gradient
+    per `train.param`, in declaration order; `train-optimizer` consumes them
+    and adds one new value per carried value (`train.param` and `train.state`,
+    in declaration order).
+  }];
+  let arguments = (ins Train_Scalar:$loss, Variadic<Train_FloatTensor>:$grads,
+                       Variadic<Train_FloatTensor>:$updates);
+  let assemblyFormat = [{
+    `loss` `(` $loss `:` type($loss) `)`
+    (`grads` `(` $grads^ `:` type($grads) `)`)?
+    (`updates` `(` $updates^ `:` type($updates) `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_RepeatOp : Train_Op<"repeat", [SingleBlock, IsolatedFromAbove,
+    AttrSizedOperandSegments, AttrSizedResultSegments,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface, ["prepareForBackward"]>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getBytesRead", "getBytesWritten"]>]> {
+  let summary = "a block repeated `count` times over stacked parameters";
+  let description = [{
+    A scan: the body runs `count` times. `carry` values flow from one
+    iteration to the next; each `stacked` operand has a leading dimension of
+    size `count` and iteration i sees slice i of it (the parameters of layer
+    i); `invariant` values are the same in every iteration. The body's block
+    arguments are the iteration index, the carries, the slices and the
+    invariants. Its `train.yield` gives the next carries and one slice of each
+    stacked result. With `reverse`, iterations run from count-1 down to 0.
+    With `saving_carries` (set by `train-autodiff`) the last stacked results
+    are the carries as they entered each iteration, kept for the backward
+    pass; the body yields them as its last stacked slices.
+
+    A transformer of 96 layers is one `train.repeat` of count 96; every pass
+    keeps it one body, so IR size and compile time do not grow with depth.
+    Its backward rule is a reverse `train.repeat` that recomputes each
+    iteration's forward from its saved input (checkpointing at block
+    boundaries) and back-propagates through it.
+
+    ```mlir
+    %h = train.repeat 4 carry(%x : tensor<8x16xf32>)
+           stacked(%w : tensor<4x16x16xf32>) : (tensor<8x16xf32>) {
+    ^bb0(%i: index, %c: tensor<8x16xf32>, %wi: tensor<16x16xf32>):
+      %y = train.matmul %c, %wi : tensor<8x16xf32>, tensor<16x16xf32>
+      %r = train.relu %y : tensor<8x16xf32>
+      train.yield carry(%r : tensor<8x16xf32>)
+    }
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntPositive]>:$count,
+                       UnitAttr:$reverse, UnitAttr:$saves_carries,
+                       Variadic<Train_AnyTensor>:$carries,
+                       Variadic<Train_AnyTensor>:$stacked,
+                       Variadic<Train_AnyTensor>:$invariants);
+  let results = (outs Variadic<Train_AnyTensor>:$carry_results,
+                      Variadic<Train_AnyTensor>:$stacked_results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $count (`reverse` $reverse^)? (`saving_carries` $saves_carries^)?
+    (`carry` `(` $carries^ `:` type($carries) `)`)?
+    (`stacked` `(` $stacked^ `:` type($stacked) `)`)?
+    (`invariant` `(` $invariants^ `:` type($invariants) `)`)?
+    `:` `(` type($carry_results) `)`
+    (`stacked` `(` type($stacked_results)^ `)`)? attr-dict-with-keyword $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    YieldOp getYield();
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+  }];
+}
+
+def Train_YieldOp : Train_Op<"yield", [Terminator, HasParent<"RepeatOp">,
+    Pure, AttrSizedOperandSegments]> {
+  let summary = "ends an iteration of train.repeat";
+  let arguments = (ins Variadic<Train_AnyTensor>:$carries,
+                       Variadic<Train_AnyTensor>:$stacked);
+  let assemblyFormat = [{
+    (`carry` `(` $carries^ `:` type($carries) `)`)?
+    (`stacked` `(` $stacked^ `:` type($stacked) `)`)? attr-dict
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def Train_MatmulOp : Train_ComputeOp<"matmul", [
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "(batched) matrix product with optional transposes";
+  let description = [{
+    `lhs` is [..., M, K] (or [..., K, M] with `transpose_lhs`), `rhs` is
+    [K, N] or [..., K, N] with the same leading dimensions as `lhs` (or
+    [N, K] / [..., N, K] with `transpose_rhs`); the result is [..., M, N].
+    A rank-2 `rhs` is shared by every batch (the weight of a linear layer).
+  }];
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs (`transpose_lhs` $transpose_lhs^)? (`transpose_rhs` $transpose_rhs^)?
+    attr-dict `:` type($lhs) `,` type($rhs)
+  }];
+}
+
+def Train_AddOp : Train_BinaryOp<"add", "lhs + rhs">;
+def Train_SubOp : Train_BinaryOp<"sub", "lhs - rhs">;
+def Train_MulOp : Train_BinaryOp<"mul", "lhs * rhs">;
+def Train_DivOp : Train_BinaryOp<"div", "lhs / rhs">;
+
+def Train_ReluOp : Train_UnaryOp<"relu", "max(x, 0)">;
+def Train_GeluOp : Train_UnaryOp<"gelu",
+  "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (the tanh form of GPT-2)">;
+def Train_SiluOp : Train_UnaryOp<"silu", "x * sigmoid(x)">;
+def Train_TanhOp : Train_UnaryOp<"tanh", "tanh(x)">;
+def Train_ExpOp : Train_UnaryOp<"exp", "exp(x)">;
+def Train_LogOp : Train_UnaryOp<"log", "log(x)">;
+def Train_SqrtOp : Train_UnaryOp<"sqrt", "sqrt(x)">;
+def Train_RsqrtOp : Train_UnaryOp<"rsqrt", "1 / sqrt(x)">;
+
+def Train_ScaleOp : Train_TypedOp<"scale", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    Train_CostOpInterface]> {
+  let summary = "multiplication by a compile-time constant";
+  let arguments = (ins Train_FloatTensor:$input, F64Attr:$factor);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `by` $factor attr-dict `:` type($input)";
+}
+
+def Train_ConvertOp : Train_ComputeOp<"convert", [
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    Train_CostOpInterface]> {
+  let summary = "element type conversion (f32 <-> bf16)";
+  let arguments = (ins Train_FloatTensor:$input, TypeAttrOf<AnyFloat>:$element_type);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `to` $element_type attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and broadcasts
+//===----------------------------------------------------------------------===//
+
+def Train_ReduceOp : Train_ComputeOp<"reduce", [
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    Train_CostOpInterface]> {
+  let summary = "sum, mean or max over a set of dimensions";
+  let description = [{
+    The reduced dimensions are dropped from the result.
+
+    ```mlir
+    %s = train.reduce sum %x dims [1] : tensor<8x16xf32>   // tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input,
+                       Train_ReduceKindAttr:$kind,
+                       DenseI64ArrayAttr:$dims);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$kind $input `dims` $dims attr-dict `:` type($input)";
+}
+
+def Train_BroadcastOp : Train_Op<"broadcast", [Pure,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    Train_CostOpInterface]> {
+  let summary = "broadcast into a larger shape";
+  let description = [{
+    Operand dimension i becomes result dimension `dims[i]` (same size); the
+    other result dimensions are new.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `dims` $dims attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_SumToOp : Train_Op<"sum_to", [Pure, Train_CostOpInterface]> {
+  let summary = "sum a broadcast result back to an operand's shape";
+  let description = [{
+    The inverse of numpy broadcasting, used by the backward rules of the
+    elementwise ops: leading dimensions that the target lacks are summed away
+    and target dimensions of size 1 are summed with keepdim.
+  }];
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_ReduceMaxGradOp : Train_TypedOp<"reduce_max_grad", [
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["max", "grad"]>,
+    Train_CostOpInterface]> {
+  let summary = "backward of `train.reduce max`";
+  let description = "The gradient flows to every element equal to the maximum.";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$max,
+                       Train_FloatTensor:$grad, DenseI64ArrayAttr:$dims);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $max `,` $grad `dims` $dims attr-dict `:` type($input) `,` type($max)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, softmax, attention
+//===----------------------------------------------------------------------===//
+
+def Train_SoftmaxOp : Train_TypedOp<"softmax", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "softmax over the last dimension";
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Train_SoftmaxGradOp : Train_TypedOp<"softmax_grad", [
+    AllTypesMatch<["output", "grad", "result"]>, Train_CostOpInterface]> {
+  let summary = "backward of `train.softmax`: y * (g - sum(g * y))";
+  let arguments = (ins Train_FloatTensor:$output, Train_FloatTensor:$grad);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$output `,` $grad attr-dict `:` type($output)";
+}
+
+def Train_LayerNormOp : Train_TypedOp<"layer_norm", [
+    AllTypesMatch<["input", "result"]>, AllTypesMatch<["gamma", "beta"]>,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "layer normalization over the last dimension";
+  let description = "(x - mean) / sqrt(var + epsilon) * gamma + beta, "
+    "with the biased variance and gamma, beta of the last dimension's size.";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
+                       Train_FloatTensor:$beta,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $beta attr-dict `:` type($input) `,` type($gamma)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_LayerNormGradOp : Train_TypedOp<"layer_norm_grad", [
+    AllTypesMatch<["input", "grad", "input_grad"]>, AllTypesMatch<["gamma", "gamma_grad", "beta_grad"]>,
+    Train_CostOpInterface]> {
+  let summary = "backward of `train.layer_norm`: input, gamma and beta gradients";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
+                       Train_FloatTensor:$grad,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Train_FloatTensor:$input_grad,
+                      Train_FloatTensor:$gamma_grad,
+                      Train_FloatTensor:$beta_grad);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $grad attr-dict `:` type($input) `,` type($gamma)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_RmsNormOp : Train_TypedOp<"rms_norm", [
+    AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "RMS normalization over the last dimension";
+  let description = "x / sqrt(mean(x^2) + epsilon) * gamma.";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
+                       DefaultValuedAttr<F64Attr, "1.0e-6">:$epsilon);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $gamma attr-dict `:` type($input) `,` type($gamma)";
+  let hasVerifier = 1;
+}
+
+def Train_RmsNormGradOp : Train_TypedOp<"rms_norm_grad", [
+    AllTypesMatch<["input", "grad", "input_grad"]>, AllTypesMatch<["gamma", "gamma_grad"]>,
+    Train_CostOpInterface]> {
+  let summary = "backward of `train.rms_norm`: input and gamma gradients";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
+                       Train_FloatTensor:$grad,
+                       DefaultValuedAttr<F64Attr, "1.0e-6">:$epsilon);
+  let results = (outs Train_FloatTensor:$input_grad,
+                      Train_FloatTensor:$gamma_grad);
+  let assemblyFormat = [{
+    $input `,` $gamma `,` $grad attr-dict `:` type($input) `,` type($gamma)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_AttentionOp : Train_TypedOp<"attention", [
+    AllTypesMatch<["q", "k", "v", "result"]>,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getBytesWritten"]>]> {
+  let summary = "scaled dot-product self-attention, optionally causal";
+  let description = [{
+    q, k, v and the result are [batch, heads, seq, head_dim]. The result is
+    softmax(q k^T / sqrt(head_dim) + mask) v, where with `causal` the mask
+    hides every key after the query's position. Its reference decomposition
+    is two `train.matmul`s around a masked `train.softmax`; the kernels
+    compute it without materializing the scores where they can.
+  }];
+  let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k,
+                       Train_FloatTensor:$v, UnitAttr:$causal);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`causal` $causal^)? attr-dict `:` type($q)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_AttentionGradOp : Train_TypedOp<"attention_grad", [
+    AllTypesMatch<["q", "k", "v", "grad", "q_grad", "k_grad", "v_grad"]>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "backward of `train.attention`: q, k and v gradients";
+  let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k,
+                       Train_FloatTensor:$v, Train_FloatTensor:$grad,
+                       UnitAttr:$causal);
+  let results = (outs Train_FloatTensor:$q_grad, Train_FloatTensor:$k_grad,
+                      Train_FloatTensor:$v_grad);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $grad (`causal` $causal^)? attr-dict `:` type($q)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding and loss
+//===----------------------------------------------------------------------===//
+
+def Train_EmbeddingOp : Train_ComputeOp<"embedding", [
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getBytesRead"]>]> {
+  let summary = "rows of a table selected by integer ids";
+  let description = "table [V, D], ids [...] in [0, V): result [..., D].";
+  let arguments = (ins Train_FloatTensor:$table, Train_IndexTensor:$ids);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$table `,` $ids attr-dict `:` type($table) `,` type($ids)";
+}
+
+def Train_EmbeddingGradOp : Train_Op<"embedding_grad", [Pure,
+    Train_CostOpInterface]> {
+  let summary = "backward of `train.embedding`: rows scattered and summed";
+  let arguments = (ins Train_IndexTensor:$ids, Train_FloatTensor:$grad);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $ids `,` $grad attr-dict `:` type($ids) `,` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_CrossEntropyOp : Train_TypedOp<"cross_entropy", [
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "mean softmax cross-entropy over the tokens that count";
+  let description = [{
+    logits [..., C], labels [...] with values in [0, C) or `ignore_index`.
+    The loss is the sum over labelled positions of -log softmax(logits)[label],
+    divided by the number of positions whose label is not `ignore_index`
+    (0 when there are none).
+  }];
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_CrossEntropyGradOp : Train_TypedOp<"cross_entropy_grad", [
+    AllTypesMatch<["logits", "result"]>,
+    Train_CostOpInterface]> {
+  let summary = "backward of `train.cross_entropy`";
+  let description = "(softmax(logits) - onehot(label)) * grad / count, zero "
+    "on ignored positions.";
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
+                       Train_Scalar:$grad,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad attr-dict `:` type($logits) `,` type($labels)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_DropoutOp : Train_TypedOp<"dropout", [
+    AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    Train_CostOpInterface]> {
+  let summary = "inverted dropout with a counter-based mask";
+  let description = [{
+    Zeroes each element with probability `rate` and scales the rest by
+    1 / (1 - rate). Whether element e is kept is a pure function of
+    (`seed`, `stream`, the optimizer step, the global index of e): the same
+    mask whatever the sharding, and the backward rule is the same dropout
+    applied to the gradient. Inside `train.repeat` the iteration index is
+    passed as `stream` so each layer draws its own mask.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Optional<Index>:$stream,
+                       F64Attr:$rate,
+                       I64Attr:$seed);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`stream` `(` $stream^ `)`)? `rate` $rate `seed` $seed attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Train_ReshapeOp : Train_Op<"reshape", [Pure,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "same elements, new shape (row-major)";
+  let arguments = (ins Train_AnyTensor:$input);
+  let results = (outs Train_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_TransposeOp : Train_ComputeOp<"transpose", [
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "permute dimensions: result dim i is input dim permutation[i]";
+  let arguments = (ins Train_FloatTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input $permutation attr-dict `:` type($input)";
+}
+
+def Train_SliceOp : Train_ComputeOp<"slice", [
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "a static box of a tensor";
+  let arguments = (ins Train_FloatTensor:$input, DenseI64ArrayAttr:$offsets,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `offsets` $offsets `sizes` $sizes attr-dict `:` type($input)
+  }];
+}
+
+def Train_PadOp : Train_ComputeOp<"pad", [
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "zero padding (the backward of `train.slice`)";
+  let arguments = (ins Train_FloatTensor:$input, DenseI64ArrayAttr:$low,
+                       DenseI64ArrayAttr:$high);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `low` $low `high` $high attr-dict `:` type($input)";
+}
+
+def Train_ConcatOp : Train_ComputeOp<"concat", [
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "concatenation along one dimension";
+  let arguments = (ins Variadic<Train_FloatTensor>:$inputs, I64Attr:$axis);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$inputs `axis` $axis attr-dict `:` type($inputs)";
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer
+//===----------------------------------------------------------------------===//
+
+def Train_LrScheduleOp : Train_TypedOp<"lr_schedule", [
+    Train_CostOpInterface]> {
+  let summary = "the learning rate at an optimizer step";
+  let description = "Evaluates a `#train.schedule` at `step` (0-based).";
+  let arguments = (ins Train_Scalar:$step, Train_ScheduleAttr:$schedule);
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = "$step $schedule attr-dict";
+}
+
+def Train_GlobalNormOp : Train_TypedOp<"global_norm", [
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "sqrt of the sum of squares of all elements of all operands";
+  let arguments = (ins Variadic<Train_FloatTensor>:$inputs);
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def Train_ClipFactorOp : Train_TypedOp<"clip_factor", [
+    Train_CostOpInterface]> {
+  let summary = "min(1, max_norm / (norm + 1e-6)): the global-norm clip scale";
+  let arguments = (ins Train_Scalar:$norm, F64Attr:$max_norm);
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = "$norm `max` $max_norm attr-dict";
+  let hasVerifier = 1;
+}
+
+def Train_SGDUpdateOp : Train_ComputeOp<"sgd_update", [
+    AllTypesMatch<["param", "grad", "new_param"]>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "one SGD step of one parameter (see #train.sgd)";
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Optional<Train_FloatTensor>:$momentum_buffer,
+                       Train_Scalar:$lr, Train_SGDAttr:$config);
+  let results = (outs Train_FloatTensor:$new_param,
+                      Optional<Train_FloatTensor>:$new_momentum_buffer);
+  let assemblyFormat = [{
+    $param `,` $grad (`momentum` `(` $momentum_buffer^ `:` type($momentum_buffer) `)`)? `lr` `(` $lr `)`
+    $config attr-dict `:` type($param)
+  }];
+}
+
+def Train_AdamWUpdateOp : Train_TypedOp<"adamw_update", [
+    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "one AdamW step of one parameter (see #train.adamw)";
+  let description = "`step` is the 0-based optimizer step; bias correction "
+    "uses step + 1. `weight_decay` overrides the config's (0 for `no_decay`).";
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
+                       Train_FloatTensor:$m, Train_FloatTensor:$v,
+                       Train_Scalar:$lr, Train_Scalar:$step,
+                       Train_AdamWAttr:$config, F64Attr:$weight_decay);
+  let results = (outs Train_FloatTensor:$new_param, Train_FloatTensor:$new_m,
+                      Train_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `lr` `(` $lr `)` `step` `(` $step `)`
+    $config `decay` $weight_decay attr-dict `:` type($param)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Pointwise gradients
+//===----------------------------------------------------------------------===//
+
+def Train_ReluGradOp : Train_UnaryGradOp<"relu_grad", "relu">;
+def Train_GeluGradOp : Train_UnaryGradOp<"gelu_grad", "gelu">;
+def Train_SiluGradOp : Train_UnaryGradOp<"silu_grad", "silu">;
+def Train_TanhGradOp : Train_UnaryGradOp<"tanh_grad", "tanh">;
+
+#endif // LOOM_TRAIN_OPS_TD

@@ -1,0 +1,38 @@
+//===- Passes.h - Loom passes and pipelines ---------------------*- C++ -*-===//
+
+#ifndef LOOM_PASSES_PASSES_H
+#define LOOM_PASSES_PASSES_H
+
+#include "dialects/train/TrainDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace loom {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+/// Options of the whole compilation pipeline, shared by `loom-opt
+/// --loom-pipeline` and `loomc`.
+struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
+  Option<bool> optimizer{*this, "optimizer",
+                         llvm::cl::desc("Add the optimizer step after the "
+                                        "backward pass"),
+                         llvm::cl::init(true)};
+};
+
+/// Verifies the model, derives its backward pass and (unless disabled) the
+/// optimizer step.
+void buildLoomPipeline(mlir::OpPassManager &pm, const LoomOptions &options);
+
+/// Registers every Loom pass and the `loom-pipeline` pipeline.
+void registerAllPasses();
+
+} // namespace loom
+
+#endif // LOOM_PASSES_PASSES_H

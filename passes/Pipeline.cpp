@@ -1,0 +1,22 @@
+//===- Pipeline.cpp - the Loom pipeline and pass registration -------------===//
+
+#include "passes/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+void loom::buildLoomPipeline(mlir::OpPassManager &pm,
+                             const LoomOptions &options) {
+  pm.addPass(createTrainVerify());
+  pm.addPass(createTrainAutodiff());
+  if (options.optimizer)
+    pm.addPass(createTrainOptimizer());
+}
+
+void loom::registerAllPasses() {
+  registerLoomPasses();
+  mlir::PassPipelineRegistration<LoomOptions>(
+      "loom-pipeline",
+      "The Loom compilation pipeline: verify the model, derive the backward "
+      "pass and the optimizer step",
+      buildLoomPipeline);
+}

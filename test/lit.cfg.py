@@ -1,0 +1,37 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "LOOM"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.loom_obj_root, "test")
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+
+# Every FileCheck variable is local to its CHECK-LABEL block.
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+config.substitutions.append(("%loom_src", config.loom_src_root))
+config.substitutions.append(("%loom_obj", config.loom_obj_root))
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(
+    ("%loom-gen", config.python_executable + " " +
+     os.path.join(config.loom_src_root, "tools", "loom-gen", "loom-gen.py")))
+
+tool_dirs = [os.path.join(config.loom_obj_root, "bin"), config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["loom-opt"], tool_dirs)
+
+# `--verify-roundtrip` over the whole suite: LOOM_VERIFY_ROUNDTRIP=1 makes every
+# loom-opt invocation also check that its output prints, parses and prints
+# again identically (generic and custom forms).
+if os.environ.get("LOOM_VERIFY_ROUNDTRIP") == "1":
+    config.substitutions = [
+        (pat, (sub + " --verify-roundtrip") if sub.endswith("loom-opt") else sub)
+        for pat, sub in config.substitutions
+    ]

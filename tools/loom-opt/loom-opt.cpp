@@ -1,0 +1,25 @@
+//===- loom-opt.cpp - Loom's opt-style driver ------------------------------===//
+//
+// MlirOptMain with the train dialect, every Loom pass and the Loom pipeline
+// (plus the upstream dialects a Loom program is made of).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/train/TrainDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  registry.insert<loom::train::TrainDialect, mlir::arith::ArithDialect,
+                  mlir::func::FuncDialect>();
+  mlir::registerTransformsPasses();
+  loom::registerAllPasses();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
+}
