@@ -83,11 +83,11 @@ def TrainOptimizer : Pass<"train-optimizer", "::mlir::ModuleOp"> {
 
     ```mlir
     %it = train.iteration : tensor<f32>
-    %lr = train.lr_schedule %it #train.schedule<lr = 1.0e-3, warmup = 10, total = 100, decay = cosine>
+    %lr = train.lr_schedule #train.schedule<lr = 1.0e-3, warmup = 10, total = 100, decay = cosine> at %it
     %n = train.global_norm %dw : tensor<16x4xf32>
     %c = train.clip_factor %n max 1.0
     %g = train.mul %dw, %c : tensor<16x4xf32>, tensor<f32>
-    %p, %m, %v = train.adamw_update %w, %g, %w_m, %w_v lr(%lr) step(%it) #train.adamw<> decay 0.01 : tensor<16x4xf32>
+    %p, %m, %v = train.adamw_update #train.adamw<> %w, %g, %w_m, %w_v lr(%lr) step(%it) decay 0.01 : tensor<16x4xf32>
     ```
   }];
   let statistics = [

@@ -32,6 +32,7 @@ def Train_Dialect : Dialect {
     and stay one body through every pass.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
@@ -120,6 +121,10 @@ def Train_ScheduleAttr : Train_Attr<"Schedule", "schedule"> {
                         Train_F64Param<"::llvm::APFloat(0.0)">:$min_lr);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The learning rate at optimizer step `step` (0-based).
+    double evaluate(double step) const;
+  }];
 }
 
 def Train_SGDAttr : Train_Attr<"SGD", "sgd"> {

@@ -6,6 +6,9 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
+#include <cmath>
+
 using namespace mlir;
 using namespace loom::train;
 
@@ -25,6 +28,14 @@ void TrainDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/train/TrainOps.cpp.inc"
       >();
+}
+
+Operation *TrainDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
+  auto elements = dyn_cast<DenseElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return arith::ConstantOp::create(builder, loc, elements);
 }
 
 //===----------------------------------------------------------------------===//
@@ -71,6 +82,19 @@ LogicalResult ScheduleAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << " decay needs total (" << total
                        << ") greater than warmup (" << warmup << ")";
   return success();
+}
+
+double ScheduleAttr::evaluate(double step) const {
+  double lr = getLr().convertToDouble(), minLr = getMinLr().convertToDouble();
+  double warmup = double(getWarmup()), total = double(getTotal());
+  if (step < warmup)
+    return lr * (step + 1.0) / warmup;
+  if (getDecay() == DecayKind::constant)
+    return lr;
+  double progress = std::clamp((step - warmup) / (total - warmup), 0.0, 1.0);
+  if (getDecay() == DecayKind::linear)
+    return minLr + (lr - minLr) * (1.0 - progress);
+  return minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * progress));
 }
 
 LogicalResult SGDAttr::verify(function_ref<InFlightDiagnostic()> emitError,

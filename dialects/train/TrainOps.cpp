@@ -802,7 +802,8 @@ LogicalResult DropoutOp::buildBackward(OpBuilder &b, ArrayRef<Value> g,
   // same dropout to the gradient multiplies it by the same mask.
   grads.push_back(DropoutOp::create(b, getLoc(), g[0], getStream(),
                                     getRateAttr(), getSeedAttr()));
-  grads.push_back(Value());
+  if (getStream())
+    grads.push_back(Value());
   return success();
 }
 
@@ -972,6 +973,16 @@ int64_t ConcatOp::getFlops() { return 0; }
 // Optimizer
 //===----------------------------------------------------------------------===//
 
+
+OpFoldResult LrScheduleOp::fold(FoldAdaptor adaptor) {
+  auto step = dyn_cast_if_present<DenseFPElementsAttr>(adaptor.getStep());
+  if (!step || !step.isSplat())
+    return {};
+  double lr = getSchedule().evaluate(
+      step.getSplatValue<APFloat>().convertToDouble());
+  auto type = cast<RankedTensorType>(getType());
+  return DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), lr));
+}
 
 LogicalResult GlobalNormOp::verify() {
   if (getInputs().empty())

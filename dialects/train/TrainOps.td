@@ -635,10 +635,14 @@ def Train_ConcatOp : Train_ComputeOp<"concat", [
 def Train_LrScheduleOp : Train_TypedOp<"lr_schedule", [
     Train_CostOpInterface]> {
   let summary = "the learning rate at an optimizer step";
-  let description = "Evaluates a `#train.schedule` at `step` (0-based).";
+  let description = [{
+    Evaluates a `#train.schedule` at `step` (0-based); folds when the step is
+    a constant.
+  }];
   let arguments = (ins Train_Scalar:$step, Train_ScheduleAttr:$schedule);
   let results = (outs Train_Scalar:$result);
-  let assemblyFormat = "$step $schedule attr-dict";
+  let assemblyFormat = "$schedule `at` $step attr-dict";
+  let hasFolder = 1;
 }
 
 def Train_GlobalNormOp : Train_TypedOp<"global_norm", [
@@ -669,8 +673,9 @@ def Train_SGDUpdateOp : Train_ComputeOp<"sgd_update", [
   let results = (outs Train_FloatTensor:$new_param,
                       Optional<Train_FloatTensor>:$new_momentum_buffer);
   let assemblyFormat = [{
-    $param `,` $grad (`momentum` `(` $momentum_buffer^ `:` type($momentum_buffer) `)`)? `lr` `(` $lr `)`
-    $config attr-dict `:` type($param)
+    $config $param `,` $grad
+    (`momentum` `(` $momentum_buffer^ `:` type($momentum_buffer) `)`)?
+    `lr` `(` $lr `)` attr-dict `:` type($param)
   }];
 }
 
@@ -687,8 +692,8 @@ def Train_AdamWUpdateOp : Train_TypedOp<"adamw_update", [
   let results = (outs Train_FloatTensor:$new_param, Train_FloatTensor:$new_m,
                       Train_FloatTensor:$new_v);
   let assemblyFormat = [{
-    $param `,` $grad `,` $m `,` $v `lr` `(` $lr `)` `step` `(` $step `)`
-    $config `decay` $weight_decay attr-dict `:` type($param)
+    $config $param `,` $grad `,` $m `,` $v `lr` `(` $lr `)` `step` `(` $step `)`
+    `decay` $weight_decay attr-dict `:` type($param)
   }];
 }
 

@@ -1,0 +1,335 @@
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+// Every op rejects what breaks its rules, with a message naming the op, the
+// operand and the rule.
+
+func.func @matmul_contracting(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{'train.matmul' contracting dimension of lhs (3) does not match that of rhs (4)}}
+  %0 = train.matmul %a, %b : tensor<2x3xf32>, tensor<4x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_rank(%a: tensor<3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error @+1 {{'train.matmul' operands must have rank >= 2}}
+  %0 = train.matmul %a, %b : tensor<3xf32>, tensor<3x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x2x3xf32>, %b: tensor<4x3x5xf32>) {
+  // expected-error @+1 {{'train.matmul' rhs 'tensor<4x3x5xf32>' must be rank 2 or have the batch dimensions of lhs}}
+  %0 = train.matmul %a, %b : tensor<2x2x3xf32>, tensor<4x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @add_shapes(%a: tensor<2x3xf32>, %b: tensor<2xf32>) {
+  // expected-error @+1 {{'train.add' operand shapes 'tensor<2x3xf32>' and 'tensor<2xf32>' are not broadcast-compatible}}
+  %0 = train.add %a, %b : tensor<2x3xf32>, tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @mul_types(%a: tensor<2xf32>, %b: tensor<2xbf16>) {
+  // expected-error @+1 {{'train.mul' operands must have one element type, got 'f32' and 'bf16'}}
+  %0 = train.mul %a, %b : tensor<2xf32>, tensor<2xbf16>
+  return
+}
+
+// -----
+
+func.func @relu_int(%a: tensor<2xi32>) {
+  // expected-error @+1 {{'train.relu' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values}}
+  %0 = train.relu %a : tensor<2xi32>
+  return
+}
+
+// -----
+
+func.func @reduce_range(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'train.reduce' reduced dimension 2 is out of range for rank 2}}
+  %0 = train.reduce sum %a dims [2] : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @reduce_repeat(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'train.reduce' reduced dimension 1 is repeated}}
+  %0 = train.reduce max %a dims [1, 1] : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @broadcast_size(%a: tensor<3xf32>) {
+  // expected-error @+1 {{'train.broadcast' op input dimension 0 (3) must equal result dimension 1 (4)}}
+  %0 = train.broadcast %a dims [1] : tensor<3xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @sum_to_shape(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'train.sum_to' op result dimension 0 (2) must be 1 or equal input dimension 1 (3)}}
+  %0 = train.sum_to %a : tensor<2x3xf32> -> tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_rank(%a: tensor<f32>) {
+  // expected-error @+1 {{'train.softmax' op input must have rank >= 1}}
+  %0 = train.softmax %a : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_gamma(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'train.layer_norm' gamma 'tensor<4xf32>' must be a vector of the input's last dimension (8)}}
+  %0 = train.layer_norm %x, %g, %g : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_type(%x: tensor<2x8xf32>, %g: tensor<8xbf16>) {
+  // expected-error @+1 {{'train.rms_norm' gamma must have the input's element type}}
+  %0 = train.rms_norm %x, %g : tensor<2x8xf32>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @attention_rank(%q: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'train.attention' q, k and v must be [batch, heads, seq, head_dim], got 'tensor<2x4x8xf32>'}}
+  %0 = train.attention %q, %q, %q causal : tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @embedding_table(%t: tensor<16xf32>, %ids: tensor<4xi32>) {
+  // expected-error @+1 {{'train.embedding' table must be [vocab, dim], got 'tensor<16xf32>'}}
+  %0 = train.embedding %t, %ids : tensor<16xf32>, tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_shape(%ids: tensor<4xi32>, %g: tensor<4x3xf32>) {
+  // expected-error @+1 {{'train.embedding_grad' op grad 'tensor<4x3xf32>' must be ids' shape followed by 8}}
+  %0 = train.embedding_grad %ids, %g : tensor<4xi32>, tensor<4x3xf32> -> tensor<16x8xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_labels(%l: tensor<4x10xf32>, %y: tensor<5xi32>) {
+  // expected-error @+1 {{'train.cross_entropy' labels 'tensor<5xi32>' must have the shape of logits 'tensor<4x10xf32>' without its last (class) dimension}}
+  %0 = train.cross_entropy %l, %y : tensor<4x10xf32>, tensor<5xi32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_float_labels(%l: tensor<4x10xf32>, %y: tensor<4xf32>) {
+  // expected-error @+1 {{'train.cross_entropy' op operand #1 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values}}
+  %0 = train.cross_entropy %l, %y : tensor<4x10xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @dropout_rate(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.dropout' op rate must lie in [0, 1), got 1.000000e+00}}
+  %0 = train.dropout %x rate 1.0 seed 0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @reshape_count(%x: tensor<4x4xf32>) {
+  // expected-error @+1 {{'train.reshape' op cannot reshape 'tensor<4x4xf32>' (16 elements) to 'tensor<15xf32>' (15 elements)}}
+  %0 = train.reshape %x : tensor<4x4xf32> -> tensor<15xf32>
+  return
+}
+
+// -----
+
+func.func @transpose_perm(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'train.transpose' permutation dimension 0 is repeated}}
+  %0 = train.transpose %x [0, 0] : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_box(%x: tensor<4x4xf32>) {
+  // expected-error @+1 {{'train.slice' box [2, 6) of dimension 1 is not a non-empty part of [0, 4)}}
+  %0 = train.slice %x offsets [0, 2] sizes [4, 4] : tensor<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @pad_negative(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.pad' padding must be non-negative}}
+  %0 = train.pad %x low [-1] high [0] : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @concat_shapes(%a: tensor<2x3xf32>, %b: tensor<3x3xf32>) {
+  // expected-error @+1 {{'train.concat' input #1 'tensor<3x3xf32>' differs from input #0 outside the concatenated axis}}
+  %0 = train.concat %a, %b axis 1 : tensor<2x3xf32>, tensor<3x3xf32>
+  return
+}
+
+// -----
+
+func.func @convert_int(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.convert' converts to f32 or bf16, not 'f16'}}
+  %0 = train.convert %x to f16 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clip_max(%n: tensor<f32>) {
+  // expected-error @+1 {{'train.clip_factor' op max norm must be positive, got 0.000000e+00}}
+  %0 = train.clip_factor %n max 0.0
+  return
+}
+
+// -----
+
+func.func @global_norm_empty() {
+  // expected-error @+1 {{'train.global_norm' op needs at least one input}}
+  %0 = "train.global_norm"() : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sgd_momentum_type(%p: tensor<4xf32>, %m: tensor<8xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.sgd_update' momentum buffer 'tensor<8xf32>' must have the parameter's type 'tensor<4xf32>'}}
+  %0, %1 = train.sgd_update #train.sgd<momentum = 0.9> %p, %p momentum(%m : tensor<8xf32>) lr(%lr) : tensor<4xf32>
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#train.init<normal> needs a positive scale, got 0}}
+func.func @init_scale() attributes {init = #train.init<normal>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#train.schedule: cosine decay needs total (0) greater than warmup (5)}}
+func.func @schedule_total() attributes {s = #train.schedule<lr = 0.1, warmup = 5, decay = cosine>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#train.adamw: beta1 and beta2 must lie in [0, 1), got 1.000000e+00 and 9.990000e-01}}
+func.func @adamw_beta() attributes {o = #train.adamw<beta1 = 1.0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{#train.sgd: momentum must lie in [0, 1), got 1.5}}
+func.func @sgd_momentum() attributes {o = #train.sgd<momentum = 1.5>} {
+  return
+}
+
+// -----
+
+train.model @duplicate_names {
+  // expected-note @+1 {{first declared here}}
+  %w = train.param "w" init(#train.init<zeros>) : tensor<4xf32>
+  // expected-error @+1 {{'train.input' op name "w" is already declared}}
+  %x = train.input "w" : tensor<4xf32>
+  %l = train.reduce sum %w dims [0] : tensor<4xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+// expected-error @+1 {{'train.model' op body must end with 'train.output'}}
+train.model @no_output {
+  %w = train.param "w" init(#train.init<zeros>) : tensor<4xf32>
+}
+
+// -----
+
+train.model @grad_count {
+  %w = train.param "w" init(#train.init<zeros>) : tensor<4xf32>
+  %v = train.param "v" init(#train.init<zeros>) : tensor<4xf32>
+  %l = train.reduce sum %w dims [0] : tensor<4xf32>
+  // expected-error @+1 {{'train.output' op has 1 gradients but the model has 2 parameters}}
+  train.output loss(%l : tensor<f32>) grads(%w : tensor<4xf32>)
+}
+
+// -----
+
+func.func @param_outside() {
+  // expected-error @+1 {{'train.param' op expects parent op 'train.model'}}
+  %w = train.param "w" init(#train.init<zeros>) : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @repeat_leading(%x: tensor<2x4xf32>, %w: tensor<2x4x4xf32>) {
+  // expected-error @+1 {{'train.repeat' op stacked operand #0 of type 'tensor<2x4x4xf32>' must have a leading dimension of 3 (the repeat count)}}
+  %h = train.repeat 3 carry(%x : tensor<2x4xf32>) stacked(%w : tensor<2x4x4xf32>) : (tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<2x4xf32>, %wi: tensor<4x4xf32>):
+    train.yield carry(%c : tensor<2x4xf32>)
+  }
+  return
+}
+
+// -----
+
+func.func @repeat_args(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'train.repeat' op body argument #1 has type 'tensor<4x2xf32>', expected 'tensor<2x4xf32>'}}
+  %h = train.repeat 3 carry(%x : tensor<2x4xf32>) : (tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<4x2xf32>):
+    train.yield carry(%x : tensor<2x4xf32>)
+  }
+  return
+}
+
+// -----
+
+func.func @repeat_yield(%x: tensor<2x4xf32>, %y: tensor<4xf32>) {
+  %h = train.repeat 3 carry(%x : tensor<2x4xf32>) : (tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<2x4xf32>):
+    %z = train.reduce sum %c dims [0] : tensor<2x4xf32>
+    // expected-error @+1 {{'train.yield' op carries must have the types of the enclosing 'train.repeat' carries}}
+    train.yield carry(%z : tensor<4xf32>)
+  }
+  return
+}
+
+// -----
+
+func.func @repeat_count(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'train.repeat' op attribute 'count' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %h = train.repeat 0 carry(%x : tensor<2x4xf32>) : (tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<2x4xf32>):
+    train.yield carry(%c : tensor<2x4xf32>)
+  }
+  return
+}
