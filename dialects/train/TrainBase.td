@@ -62,7 +62,9 @@ def Train_ReduceKind : I32EnumAttr<"ReduceKind", "reduction", [
   let genSpecializedAttr = 0;
 }
 
-def Train_ReduceKindAttr : EnumAttr<Train_Dialect, Train_ReduceKind, "reduce_kind">;
+def Train_ReduceKindAttr : EnumAttr<Train_Dialect, Train_ReduceKind, "reduce_kind"> {
+  let assemblyFormat = "$value";
+}
 
 //===----------------------------------------------------------------------===//
 // Attributes

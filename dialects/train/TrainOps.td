@@ -464,9 +464,9 @@ def Train_AttentionOp : Train_TypedOp<"attention", [
   let description = [{
     q, k, v and the result are [batch, heads, seq, head_dim]. The result is
     softmax(q k^T / sqrt(head_dim) + mask) v, where with `causal` the mask
-    hides every key after the query's position. Its reference decomposition
-    is two `train.matmul`s around a masked `train.softmax`; the kernels
-    compute it without materializing the scores where they can.
+    hides every key after the query's position (two `train.matmul`s around
+    a masked `train.softmax`, as one op so that kernels need not materialize
+    the scores).
   }];
   let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k,
                        Train_FloatTensor:$v, UnitAttr:$causal);

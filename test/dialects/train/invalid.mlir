@@ -333,3 +333,151 @@ func.func @repeat_count(%x: tensor<2x4xf32>) {
   }
   return
 }
+
+// -----
+
+train.model @update_count attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
+  %w = train.param "w" init(#train.init<zeros>) : tensor<4xf32>
+  %m = train.state "w.m" of "w" : tensor<4xf32>
+  %l = train.reduce sum %w dims [0] : tensor<4xf32>
+  // expected-error @+1 {{'train.output' op has 1 updates but the model carries 2 values (parameters and optimizer state)}}
+  train.output loss(%l : tensor<f32>) updates(%w : tensor<4xf32>)
+}
+
+// -----
+
+train.model @grad_type {
+  %w = train.param "w" init(#train.init<zeros>) : tensor<4xf32>
+  %l = train.reduce sum %w dims [0] : tensor<4xf32>
+  %g = arith.constant dense<0.0> : tensor<5xf32>
+  // expected-error @+1 {{'train.output' op gradient of "w" has type 'tensor<5xf32>', expected 'tensor<4xf32>'}}
+  train.output loss(%l : tensor<f32>) grads(%g : tensor<5xf32>)
+}
+
+// -----
+
+func.func @state_outside() {
+  // expected-error @+1 {{'train.state' op expects parent op 'train.model'}}
+  %m = train.state "m" of "w" : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @iteration_outside() {
+  // expected-error @+1 {{'train.iteration' op expects parent op 'train.model'}}
+  %i = train.iteration : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @yield_outside(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.yield' op expects parent op 'train.repeat'}}
+  train.yield carry(%x : tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @scale_int(%x: tensor<4xi32>) {
+  // expected-error @+1 {{'train.scale' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type values}}
+  %0 = train.scale %x by 2.0 : tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @adamw_types(%p: tensor<4xf32>, %g: tensor<8xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.adamw_update' op failed to verify that all of {param, grad, m, v, new_param, new_m, new_v} have same type}}
+  %0:3 = "train.adamw_update"(%p, %g, %p, %p, %lr, %lr) {config = #train.adamw<>, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_lr_shape(%p: tensor<4xf32>, %lr: tensor<2xf32>) {
+  // expected-error @+1 {{'train.adamw_update' op operand #4 must be 0D tensor of 32-bit float values}}
+  %0:3 = "train.adamw_update"(%p, %p, %p, %p, %lr, %lr) {config = #train.adamw<>, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @reduce_max_grad_shape(%x: tensor<2x3xf32>, %m: tensor<3xf32>) {
+  // expected-error @+1 {{'train.reduce_max_grad' op max 'tensor<3xf32>' must have the input's reduced shape}}
+  %0 = train.reduce_max_grad %x, %m, %m dims [1] : tensor<2x3xf32>, tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_types(%y: tensor<2x3xf32>, %g: tensor<3x2xf32>) {
+  // expected-error @+1 {{'train.softmax_grad' op failed to verify that all of {output, grad, result} have same type}}
+  %0 = "train.softmax_grad"(%y, %g) : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_rank(%q: tensor<4x8xf32>) {
+  // expected-error @+1 {{'train.attention_grad' q, k and v must be [batch, heads, seq, head_dim], got 'tensor<4x8xf32>'}}
+  %0:3 = train.attention_grad %q, %q, %q, %q : tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @layer_norm_grad_gamma(%x: tensor<2x8xf32>, %g: tensor<2x8xf32>) {
+  // expected-error @+1 {{'train.layer_norm_grad' gamma 'tensor<2x8xf32>' must be a vector of the input's last dimension (8)}}
+  %0:3 = train.layer_norm_grad %x, %g, %x : tensor<2x8xf32>, tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_norm_grad_gamma(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'train.rms_norm_grad' gamma 'tensor<4xf32>' must be a vector of the input's last dimension (8)}}
+  %0:2 = train.rms_norm_grad %x, %g, %x : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_labels(%l: tensor<4x10xf32>, %y: tensor<4x10xi32>, %g: tensor<f32>) {
+  // expected-error @+1 {{'train.cross_entropy_grad' labels 'tensor<4x10xi32>' must have the shape of logits 'tensor<4x10xf32>' without its last (class) dimension}}
+  %0 = train.cross_entropy_grad %l, %y, %g : tensor<4x10xf32>, tensor<4x10xi32>
+  return
+}
+
+// -----
+
+func.func @embedding_grad_rank(%ids: tensor<4xi32>, %g: tensor<4x8xf32>) {
+  // expected-error @+1 {{'train.embedding_grad' op result must be [vocab, dim], got 'tensor<16x8x1xf32>'}}
+  %0 = train.embedding_grad %ids, %g : tensor<4xi32>, tensor<4x8xf32> -> tensor<16x8x1xf32>
+  return
+}
+
+// -----
+
+func.func @concat_axis(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'train.concat' axis 2 is out of range for rank 2}}
+  %0 = train.concat %a, %a axis 2 : tensor<2x3xf32>, tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @lr_schedule_min(%t: tensor<f32>) {
+  // expected-error @+1 {{#train.schedule: min_lr must lie in [0, lr], got 2}}
+  %0 = train.lr_schedule #train.schedule<lr = 1.0, min_lr = 2.0> at %t
+  return
+}
+
+// -----
+
+func.func @broadcast_order(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{'train.broadcast' op dims must be increasing result dimensions, got 0 at position 1}}
+  %0 = train.broadcast %a dims [1, 0] : tensor<2x3xf32> -> tensor<3x2x3xf32>
+  return
+}
