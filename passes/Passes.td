@@ -96,4 +96,30 @@ def TrainOptimizer : Pass<"train-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def TrainDecomposeAttention : Pass<"train-decompose-attention", "::mlir::ModuleOp"> {
+  let summary = "Rewrite train.attention into its reference decomposition";
+  let description = [{
+    Replaces every `train.attention` by the ops that define it: the scores
+    q k^T, scaled by 1/sqrt(head_dim), masked above the diagonal when causal,
+    a softmax over the keys, and the product with v. The result is the
+    reference against which the fused op and its kernels are checked, and a
+    way to differentiate attention through its parts.
+
+    ```mlir
+    %a = train.attention %q, %k, %v causal : tensor<2x4x8x16xf32>
+    ```
+    becomes
+    ```mlir
+    %s = train.matmul %q, %k transpose_rhs : tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>
+    %c = train.scale %s by 2.500000e-01 : tensor<2x4x8x8xf32>
+    %m = train.causal_mask %c fill 0xFFF0000000000000 : tensor<2x4x8x8xf32>
+    %p = train.softmax %m : tensor<2x4x8x8xf32>
+    %a = train.matmul %p, %v : tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numDecomposed", "decomposed", "Number of attention ops rewritten">,
+  ];
+}
+
 #endif // LOOM_PASSES_TD

@@ -701,6 +701,20 @@ int64_t AttentionOp::getBytesWritten() {
          ((tensorOf(getResult()).getElementTypeBitWidth() + 7) / 8);
 }
 
+LogicalResult CausalMaskOp::verify() {
+  if (tensorOf(getInput()).getRank() < 2)
+    return emitOpError("input must have rank >= 2 (queries, keys last)");
+  return success();
+}
+
+LogicalResult CausalMaskOp::buildBackward(OpBuilder &b, ArrayRef<Value> g,
+                                          ArrayRef<bool>,
+                                          SmallVectorImpl<Value> &grads) {
+  grads.push_back(
+      CausalMaskOp::create(b, getLoc(), g[0], b.getF64FloatAttr(0.0)));
+  return success();
+}
+
 LogicalResult AttentionGradOp::verify() {
   return checkAttention(getLoc(), getOperationName(), getQ());
 }

@@ -477,6 +477,23 @@ def Train_AttentionOp : Train_TypedOp<"attention", [
   let hasVerifier = 1;
 }
 
+def Train_CausalMaskOp : Train_TypedOp<"causal_mask", [
+    SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
+    Train_CostOpInterface]> {
+  let summary = "replace entries above the diagonal of the last two dimensions";
+  let description = [{
+    For input [..., S_q, S_k], entry (i, j) with j > i (a key after the
+    query) becomes `fill`; the rest pass through. With `fill` = -inf it is the
+    causal mask of attention scores; its backward is the same mask with fill
+    0 applied to the gradient.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, F64Attr:$fill);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `fill` $fill attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def Train_AttentionGradOp : Train_TypedOp<"attention_grad", [
     AllTypesMatch<["q", "k", "v", "grad", "q_grad", "k_grad", "v_grad"]>,
     DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {

@@ -481,3 +481,11 @@ func.func @broadcast_order(%a: tensor<2x3xf32>) {
   %0 = train.broadcast %a dims [1, 0] : tensor<2x3xf32> -> tensor<3x2x3xf32>
   return
 }
+
+// -----
+
+func.func @causal_mask_rank(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.causal_mask' op input must have rank >= 2 (queries, keys last)}}
+  %0 = train.causal_mask %x fill 0.0 : tensor<4xf32>
+  return
+}

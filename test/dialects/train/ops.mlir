@@ -122,6 +122,7 @@ train.model @compute {
 // CHECK: train.transpose %{{.*}} [0, 2, 1, 3] : tensor<2x4x2x4xf32>
 // CHECK: train.attention %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<2x2x4x4xf32>
 // CHECK: train.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal : tensor<2x2x4x4xf32>
+// CHECK: train.causal_mask %{{.*}} fill 0xFFF0000000000000 : tensor<2x2x4x4xf32>
 // CHECK: train.slice %{{.*}} offsets [0, 1, 0] sizes [2, 2, 8] : tensor<2x4x8xf32>
 // CHECK: train.pad %{{.*}} low [0, 1, 0] high [0, 1, 0] : tensor<2x2x8xf32>
 // CHECK: train.concat %{{.*}}, %{{.*}} axis 1 : tensor<2x4x8xf32>, tensor<2x2x8xf32>
@@ -137,6 +138,7 @@ train.model @shapes {
   %q = train.transpose %h [0, 2, 1, 3] : tensor<2x4x2x4xf32>
   %a = train.attention %q, %q, %q causal : tensor<2x2x4x4xf32>
   %ag:3 = train.attention_grad %q, %q, %q, %a causal : tensor<2x2x4x4xf32>
+  %cm = train.causal_mask %a fill 0xFFF0000000000000 : tensor<2x2x4x4xf32>
   %s = train.slice %e offsets [0, 1, 0] sizes [2, 2, 8] : tensor<2x4x8xf32>
   %p = train.pad %s low [0, 1, 0] high [0, 1, 0] : tensor<2x2x8xf32>
   %c = train.concat %p, %s axis 1 : tensor<2x4x8xf32>, tensor<2x2x8xf32>
