@@ -80,4 +80,42 @@ def Train_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   ];
 }
 
+def Train_KernelOpInterface : OpInterface<"KernelOpInterface"> {
+  let cppNamespace = "::loom::train";
+  let description = [{
+    An op that the code generator lowers to one call of the runtime kernel
+    `loomrt_<mnemonic>`, with the arguments of the rule in `loomrt.h`. The
+    methods give the kernel's result and operand slots: by default every
+    result and operand; an op with an optional operand or result reports a
+    null value (with the slot's type) where it is absent.
+  }];
+  let methods = [
+    InterfaceMethod<"The kernel's result slots and their types.",
+      "void", "getKernelResults",
+      (ins "::llvm::SmallVectorImpl<::mlir::Value> &":$values,
+           "::llvm::SmallVectorImpl<::mlir::Type> &":$types), [{}],
+      [{
+        for (::mlir::Value v : $_op->getResults()) {
+          values.push_back(v);
+          types.push_back(v.getType());
+        }
+      }]>,
+    InterfaceMethod<"The kernel's operand slots and their types.",
+      "void", "getKernelOperands",
+      (ins "::llvm::SmallVectorImpl<::mlir::Value> &":$values,
+           "::llvm::SmallVectorImpl<::mlir::Type> &":$types), [{}],
+      [{
+        for (::mlir::Value v : $_op->getOperands()) {
+          values.push_back(v);
+          types.push_back(v.getType());
+        }
+      }]>,
+    InterfaceMethod<[{
+        Whether the kernel is called once per operand (a variadic op), with
+        the operand's position and the operand count.
+      }],
+      "bool", "isKernelCalledPerOperand", (ins), [{}], [{ return false; }]>,
+  ];
+}
+
 #endif // LOOM_TRAIN_INTERFACES_TD

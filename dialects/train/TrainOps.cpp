@@ -809,6 +809,12 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+void DropoutOp::getKernelOperands(SmallVectorImpl<Value> &values,
+                                  SmallVectorImpl<Type> &types) {
+  values.append({getInput(), getStream()});
+  types.append({getInput().getType(), IndexType::get(getContext())});
+}
+
 LogicalResult DropoutOp::buildBackward(OpBuilder &b, ArrayRef<Value> g,
                                        ArrayRef<bool> needed,
                                        SmallVectorImpl<Value> &grads) {
@@ -998,6 +1004,8 @@ OpFoldResult LrScheduleOp::fold(FoldAdaptor adaptor) {
   return DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), lr));
 }
 
+bool GlobalNormOp::isKernelCalledPerOperand() { return true; }
+
 LogicalResult GlobalNormOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");
@@ -1031,6 +1039,19 @@ LogicalResult SGDUpdateOp::inferReturnTypes(MLIRContext *,
     types.push_back(param);
   }
   return success();
+}
+
+void SGDUpdateOp::getKernelOperands(SmallVectorImpl<Value> &values,
+                                    SmallVectorImpl<Type> &types) {
+  values.append({getParam(), getGrad(), getMomentumBuffer(), getLr()});
+  types.append({getParam().getType(), getGrad().getType(),
+                getParam().getType(), getLr().getType()});
+}
+
+void SGDUpdateOp::getKernelResults(SmallVectorImpl<Value> &values,
+                                   SmallVectorImpl<Type> &types) {
+  values.append({getNewParam(), getNewMomentumBuffer()});
+  types.append({getParam().getType(), getParam().getType()});
 }
 
 int64_t SGDUpdateOp::getFlops() { return 4 * numElements(getParam()); }

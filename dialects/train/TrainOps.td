@@ -30,15 +30,19 @@ class Train_Op<string mnemonic, list<Trait> traits = []>
     : Op<Train_Dialect, mnemonic, traits>;
 
 // A computation whose result type is inferred in C++ (inferReturnTypes).
-class Train_ComputeOp<string mnemonic, list<Trait> traits = []>
+// Unless `kernel` is overridden, the op lowers to its runtime kernel with
+// the default slots.
+class Train_ComputeOp<string mnemonic, list<Trait> traits = [],
+                      Trait kernel = Train_KernelOpInterface>
     : Train_Op<mnemonic, !listconcat(traits,
-        [Pure, InferTypeOpAdaptor])>;
+        [Pure, InferTypeOpAdaptor, kernel])>;
 
 // A computation whose result type follows from its type constraints (ODS
 // derives the inference); further rules live in its verifier.
-class Train_TypedOp<string mnemonic, list<Trait> traits = []>
+class Train_TypedOp<string mnemonic, list<Trait> traits = [],
+                    Trait kernel = Train_KernelOpInterface>
     : Train_Op<mnemonic, !listconcat(traits,
-        [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>])>;
+        [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>, kernel])>;
 
 // Pointwise functions of one tensor. Each names its backward rule in C++.
 class Train_UnaryOp<string mnemonic, string formula>
@@ -332,7 +336,7 @@ def Train_ReduceOp : Train_ComputeOp<"reduce", [
   let assemblyFormat = "$kind $input `dims` $dims attr-dict `:` type($input)";
 }
 
-def Train_BroadcastOp : Train_Op<"broadcast", [Pure,
+def Train_BroadcastOp : Train_Op<"broadcast", [Pure, Train_KernelOpInterface,
     DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
     Train_CostOpInterface]> {
   let summary = "broadcast into a larger shape";
@@ -346,7 +350,7 @@ def Train_BroadcastOp : Train_Op<"broadcast", [Pure,
   let hasVerifier = 1;
 }
 
-def Train_SumToOp : Train_Op<"sum_to", [Pure, Train_CostOpInterface]> {
+def Train_SumToOp : Train_Op<"sum_to", [Pure, Train_KernelOpInterface, Train_CostOpInterface]> {
   let summary = "sum a broadcast result back to an operand's shape";
   let description = [{
     The inverse of numpy broadcasting, used by the backward rules of the
@@ -523,7 +527,7 @@ def Train_EmbeddingOp : Train_ComputeOp<"embedding", [
   let assemblyFormat = "$table `,` $ids attr-dict `:` type($table) `,` type($ids)";
 }
 
-def Train_EmbeddingGradOp : Train_Op<"embedding_grad", [Pure,
+def Train_EmbeddingGradOp : Train_Op<"embedding_grad", [Pure, Train_KernelOpInterface,
     Train_CostOpInterface]> {
   let summary = "backward of `train.embedding`: rows scattered and summed";
   let arguments = (ins Train_IndexTensor:$ids, Train_FloatTensor:$grad);
@@ -572,7 +576,8 @@ def Train_CrossEntropyGradOp : Train_TypedOp<"cross_entropy_grad", [
 def Train_DropoutOp : Train_TypedOp<"dropout", [
     AllTypesMatch<["input", "result"]>,
     DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
-    Train_CostOpInterface]> {
+    Train_CostOpInterface],
+    DeclareOpInterfaceMethods<Train_KernelOpInterface, ["getKernelOperands"]>> {
   let summary = "inverted dropout with a counter-based mask";
   let description = [{
     Zeroes each element with probability `rate` and scales the rest by
@@ -663,7 +668,8 @@ def Train_LrScheduleOp : Train_TypedOp<"lr_schedule", [
 }
 
 def Train_GlobalNormOp : Train_TypedOp<"global_norm", [
-    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>],
+    DeclareOpInterfaceMethods<Train_KernelOpInterface, ["isKernelCalledPerOperand"]>> {
   let summary = "sqrt of the sum of squares of all elements of all operands";
   let arguments = (ins Variadic<Train_FloatTensor>:$inputs);
   let results = (outs Train_Scalar:$result);
@@ -682,7 +688,8 @@ def Train_ClipFactorOp : Train_TypedOp<"clip_factor", [
 
 def Train_SGDUpdateOp : Train_ComputeOp<"sgd_update", [
     AllTypesMatch<["param", "grad", "new_param"]>,
-    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>],
+    DeclareOpInterfaceMethods<Train_KernelOpInterface, ["getKernelOperands", "getKernelResults"]>> {
   let summary = "one SGD step of one parameter (see #train.sgd)";
   let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
                        Optional<Train_FloatTensor>:$momentum_buffer,

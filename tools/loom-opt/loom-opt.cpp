@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "codegen/Passes.h"
 #include "dialects/train/TrainDialect.h"
 #include "passes/Passes.h"
 
@@ -17,9 +18,11 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<loom::train::TrainDialect, mlir::arith::ArithDialect,
-                  mlir::func::FuncDialect>();
+                  mlir::func::FuncDialect, mlir::scf::SCFDialect,
+                  mlir::emitc::EmitCDialect>();
   mlir::registerTransformsPasses();
   loom::registerAllPasses();
+  loom::codegen::registerCodegenPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
 }

@@ -1,0 +1,110 @@
+//===- Layout.cpp - the persistent tensors of a trained model -------------===//
+
+#include "codegen/Layout.h"
+
+using namespace mlir;
+using namespace loom::codegen;
+using namespace loom::train;
+
+// Roles, as in loomrt.h.
+enum { kParam = 0, kState = 1, kInput = 2, kIteration = 3, kLoss = 4 };
+
+/// The bound of an integer input's values: the vocabulary of the embedding
+/// or the class count of the cross-entropy that consumes it.
+static int64_t boundOf(Value input) {
+  for (OpOperand &use : input.getUses()) {
+    if (auto e = dyn_cast<EmbeddingOp>(use.getOwner()))
+      if (use.get() == e.getIds())
+        return e.getTable().getType().getDimSize(0);
+    if (auto ce = dyn_cast<CrossEntropyOp>(use.getOwner()))
+      if (use.get() == ce.getLabels())
+        return ce.getLogits().getType().getShape().back();
+  }
+  return 0;
+}
+
+FailureOr<ModelLayout> loom::codegen::layoutModel(ModelOp model) {
+  OutputOp output = model.getOutput();
+  if (output.getUpdates().empty())
+    return model.emitOpError("is not a training step yet (run the Loom "
+                             "pipeline: train-autodiff, train-optimizer)");
+  Block &body = model.getBody().front();
+  ModelLayout layout;
+  auto add = [&](Value v, TensorEntry entry) {
+    entry.type = cast<RankedTensorType>(v.getType());
+    layout.tensors.push_back(entry);
+    int64_t index = layout.tensors.size() - 1;
+    layout.stepPersistent[v] = index;
+    layout.evalPersistent[v] = index;
+    return index;
+  };
+  int64_t iteration = -1;
+  for (Operation &op : body) {
+    if (auto p = dyn_cast<ParamOp>(op)) {
+      InitAttr init = p.getInit();
+      add(p, {p.getName().str(), kParam, {}, int32_t(init.getKind()),
+              init.getValue().convertToDouble(), 0});
+    } else if (auto s = dyn_cast<StateOp>(op)) {
+      add(s, {s.getName().str(), kState, {}, 0, 0.0, 0});
+    } else if (auto in = dyn_cast<InputOp>(op)) {
+      add(in, {in.getName().str(), kInput, {}, 0, 0.0, boundOf(in)});
+    } else if (auto it = dyn_cast<IterationOp>(op)) {
+      if (iteration < 0)
+        iteration = add(it, {"step", kIteration, {}, 0, 0.0, 0});
+      layout.stepPersistent[it] = iteration;
+      layout.evalPersistent[it] = iteration;
+    }
+  }
+  TensorEntry loss{"loss", kLoss,
+                   cast<RankedTensorType>(output.getLoss().getType()), 0, 0.0,
+                   0};
+  layout.tensors.push_back(loss);
+  layout.lossIndex = layout.tensors.size() - 1;
+
+  for (Operation &op : body.without_terminator())
+    layout.stepOps.insert(&op);
+  // Evaluation runs the ops the loss depends on.
+  SmallVector<Operation *> work;
+  if (Operation *def = output.getLoss().getDefiningOp())
+    work.push_back(def);
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!layout.evalOps.insert(op).second)
+      continue;
+    auto visit = [&](Value v) {
+      if (Operation *def = v.getDefiningOp())
+        if (Operation *anc = body.findAncestorOpInBlock(*def))
+          work.push_back(anc);
+    };
+    op->walk([&](Operation *nested) {
+      for (Value v : nested->getOperands())
+        visit(v);
+    });
+  }
+
+  // An update is written in place when its op is the last to read the value
+  // it replaces and nothing else reads the new value.
+  DenseMap<Operation *, int64_t> order;
+  int64_t n = 0;
+  for (Operation &op : body)
+    order[&op] = n++;
+  for (auto [update, carried] :
+       llvm::zip(output.getUpdates(), model.getStateOps())) {
+    int64_t index = layout.stepPersistent.lookup(carried->getResult(0));
+    Operation *def = update.getDefiningOp();
+    bool inPlace = def && def->getBlock() == &body && update.hasOneUse() &&
+                   llvm::is_contained(def->getOperands(),
+                                      carried->getResult(0));
+    if (inPlace)
+      for (Operation *user : carried->getResult(0).getUsers()) {
+        Operation *anc = body.findAncestorOpInBlock(*user);
+        if (!anc || order[anc] > order[def])
+          inPlace = false;
+      }
+    if (inPlace)
+      layout.stepPersistent[update] = index;
+    else
+      layout.copiedUpdates.push_back({index, update});
+  }
+  return layout;
+}

@@ -1,0 +1,49 @@
+//===- Layout.h - the persistent tensors of a trained model -----*- C++ -*-===//
+//
+// What the runtime owns for a model: parameters, optimizer state, inputs, the
+// step counter and the loss (the program's tensor table), which optimizer
+// results overwrite their inputs in place, and which ops each generated
+// function runs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_CODEGEN_LAYOUT_H
+#define LOOM_CODEGEN_LAYOUT_H
+
+#include "dialects/train/TrainDialect.h"
+
+#include <string>
+
+namespace loom::codegen {
+
+struct TensorEntry {
+  std::string name;
+  /// loomrt_role.
+  int32_t role = 0;
+  mlir::RankedTensorType type;
+  int32_t init = 0;
+  double initValue = 0.0;
+  /// For integer inputs: the exclusive bound of their values, 0 if unknown.
+  int64_t bound = 0;
+};
+
+struct ModelLayout {
+  llvm::SmallVector<TensorEntry> tensors;
+  int32_t lossIndex = -1;
+  /// For the training step: values in the tensor table, including optimizer
+  /// results written in place over the value they update.
+  llvm::DenseMap<mlir::Value, int64_t> stepPersistent;
+  /// For evaluation: parameters, state, inputs and the step counter only.
+  llvm::DenseMap<mlir::Value, int64_t> evalPersistent;
+  /// Updates that are not in place: (tensor index, new value), copied at the
+  /// end of the step.
+  llvm::SmallVector<std::pair<int64_t, mlir::Value>> copiedUpdates;
+  llvm::DenseSet<mlir::Operation *> stepOps, evalOps;
+};
+
+/// Fails with a diagnostic on the model when it is not a full training step.
+llvm::FailureOr<ModelLayout> layoutModel(loom::train::ModelOp model);
+
+} // namespace loom::codegen
+
+#endif // LOOM_CODEGEN_LAYOUT_H

@@ -1,0 +1,469 @@
+//===- LowerToRuntime.cpp - loom-lower-to-runtime ---------------------------===//
+
+#include "codegen/Layout.h"
+#include "codegen/MemoryPlan.h"
+#include "codegen/Passes.h"
+
+#include "mlir/Conversion/ArithToEmitC/ArithToEmitCPass.h"
+#include "mlir/Conversion/FuncToEmitC/FuncToEmitCPass.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToEmitC/SCFToEmitC.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <map>
+#include <sstream>
+
+namespace loom::codegen {
+#define GEN_PASS_DEF_LOOMLOWERTORUNTIME
+#include "codegen/Passes.h.inc"
+} // namespace loom::codegen
+
+using namespace mlir;
+using namespace loom::codegen;
+using namespace loom::train;
+
+namespace {
+
+/// loomrt_dtype of an element type, -1 when the runtime has none.
+int32_t dtypeOf(Type element) {
+  if (element.isF32())
+    return 0;
+  if (element.isBF16())
+    return 1;
+  if (element.isInteger(32))
+    return 2;
+  if (element.isInteger(64))
+    return 3;
+  return -1;
+}
+
+std::string cString(StringRef s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+struct Emitter {
+  ModuleOp module;
+  ModelOp model;
+  const ModelLayout &layout;
+  OpBuilder b;
+  Type ctxType, bufType;
+  std::vector<int64_t> shapeWords;
+  std::map<std::vector<int64_t>, int64_t> shapeIds;
+  llvm::StringMap<FunctionType> declared;
+
+  // Per function.
+  Value ctx;
+  MemoryPlan plan;
+  DenseMap<Value, Value> buffers;
+  DenseMap<int64_t, Value> tensorHandles;
+  DenseMap<Value, Value> indices;
+
+  Emitter(ModuleOp module, ModelOp model, const ModelLayout &layout)
+      : module(module), model(model), layout(layout),
+        b(module.getContext()) {
+    MLIRContext *c = module.getContext();
+    ctxType = emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_ctx"));
+    bufType = emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_buf"));
+  }
+
+  Location loc() { return model.getLoc(); }
+
+  int64_t shapeId(ArrayRef<int64_t> dims) {
+    std::vector<int64_t> key(dims.begin(), dims.end());
+    auto [it, inserted] = shapeIds.try_emplace(key, int64_t(shapeWords.size()));
+    if (inserted) {
+      shapeWords.push_back(int64_t(dims.size()));
+      shapeWords.insert(shapeWords.end(), dims.begin(), dims.end());
+    }
+    return it->second;
+  }
+
+  Value i32(int64_t v) {
+    return arith::ConstantOp::create(b, loc(), b.getI32IntegerAttr(v));
+  }
+  Value i64(int64_t v) {
+    return arith::ConstantOp::create(b, loc(), b.getI64IntegerAttr(v));
+  }
+  Value f64(double v) {
+    return arith::ConstantOp::create(b, loc(), b.getF64FloatAttr(v));
+  }
+
+  /// Calls the runtime function `name`, declaring it on first use.
+  Value call(StringRef name, ValueRange args, TypeRange results = {}) {
+    auto type = FunctionType::get(b.getContext(), TypeRange(args), results);
+    if (!declared.count(name)) {
+      declared[name] = type;
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(model);
+      auto decl = func::FuncOp::create(b, loc(), name, type);
+      decl.setPrivate();
+    }
+    auto op = func::CallOp::create(b, loc(), name, results, args);
+    return results.empty() ? Value() : op.getResult(0);
+  }
+
+  Value null() { return call("loomrt_null", {ctx}, {bufType}); }
+
+  /// The buffer of a value defined here: persistent or in the arena.
+  Value defineBuffer(Value v) {
+    auto it = plan.placements.find(v);
+    if (it == plan.placements.end())
+      return {};
+    Value buf = it->second.kind == Placement::Persistent
+                    ? tensorHandles.lookup(it->second.where)
+                    : call("loomrt_scratch", {ctx, i64(it->second.where)},
+                           {bufType});
+    buffers[v] = buf;
+    return buf;
+  }
+
+  Value bufferOf(Value v) { return buffers.lookup(v); }
+
+  Value view(Value base, Value index, int64_t sliceBytes) {
+    Value i = arith::IndexCastOp::create(b, loc(), b.getI64Type(), index);
+    Value offset = arith::MulIOp::create(b, loc(), i, i64(sliceBytes));
+    return call("loomrt_view", {ctx, base, offset}, {bufType});
+  }
+
+  void copy(Value dst, Value src, Type type) {
+    if (dst != src)
+      call("loomrt_copy", {ctx, dst, src, i64(tensorBytes(type))});
+  }
+
+  /// Appends an attribute's arguments under rule 5 of loomrt.h.
+  LogicalResult appendAttribute(Operation *op, StringRef name, Attribute attr,
+                                SmallVectorImpl<Value> &args) {
+    if (!attr || isa<UnitAttr>(attr)) {
+      args.push_back(i32(attr ? 1 : 0));
+      return success();
+    }
+    return TypeSwitch<Attribute, LogicalResult>(attr)
+        .Case([&](FloatAttr a) {
+          args.push_back(f64(a.getValueAsDouble()));
+          return success();
+        })
+        .Case([&](IntegerAttr a) {
+          args.push_back(i64(a.getInt()));
+          return success();
+        })
+        .Case([&](DenseI64ArrayAttr a) {
+          args.push_back(i64(shapeId(a.asArrayRef())));
+          return success();
+        })
+        .Case([&](TypeAttr a) {
+          args.push_back(i32(dtypeOf(a.getValue())));
+          return success();
+        })
+        .Case([&](ReduceKindAttr a) {
+          args.push_back(i32(int32_t(a.getValue())));
+          return success();
+        })
+        .Case([&](ScheduleAttr a) {
+          args.append({f64(a.getLr().convertToDouble()), i64(a.getWarmup()),
+                       i64(a.getTotal()), i32(int32_t(a.getDecay())),
+                       f64(a.getMinLr().convertToDouble())});
+          return success();
+        })
+        .Case([&](SGDAttr a) {
+          args.append({f64(a.getMomentum().convertToDouble()),
+                       f64(a.getWeightDecay().convertToDouble())});
+          return success();
+        })
+        .Case([&](AdamWAttr a) {
+          args.append({f64(a.getBeta1().convertToDouble()),
+                       f64(a.getBeta2().convertToDouble()),
+                       f64(a.getEps().convertToDouble()),
+                       f64(a.getWeightDecay().convertToDouble())});
+          return success();
+        })
+        .Default([&](Attribute) {
+          return op->emitOpError("attribute '")
+                 << name << "' has no runtime representation";
+        });
+  }
+
+  LogicalResult checkTypes(Operation *op) {
+    for (Type t : llvm::concat<Type>(op->getOperandTypes(),
+                                     op->getResultTypes())) {
+      auto tensor = dyn_cast<RankedTensorType>(t);
+      if (!tensor)
+        continue;
+      Type e = tensor.getElementType();
+      if (!e.isF32() && !e.isInteger(32))
+        return op->emitOpError("has a tensor of ")
+               << e << ", which the host runtime does not support yet "
+                       "(f32 values and i32 ids only)";
+    }
+    return success();
+  }
+
+  LogicalResult emitKernel(KernelOpInterface kernel) {
+    Operation *op = kernel.getOperation();
+    if (failed(checkTypes(op)))
+      return failure();
+    SmallVector<Value> results, operands;
+    SmallVector<Type> resultTypes, operandTypes;
+    kernel.getKernelResults(results, resultTypes);
+    kernel.getKernelOperands(operands, operandTypes);
+    for (Value r : results)
+      if (r)
+        defineBuffer(r);
+
+    SmallVector<StringRef> names;
+    for (StringAttr n : op->getName().getAttributeNames())
+      if (n.getValue() != "operandSegmentSizes" &&
+          n.getValue() != "resultSegmentSizes")
+        names.push_back(n.getValue());
+    llvm::sort(names);
+
+    auto emitCall = [&](ArrayRef<Value> ops, ArrayRef<Type> types,
+                        std::optional<std::pair<int64_t, int64_t>> position)
+        -> LogicalResult {
+      SmallVector<Value> args{ctx};
+      for (Value r : results)
+        args.push_back(r ? bufferOf(r) : null());
+      for (auto [v, t] : llvm::zip(ops, types)) {
+        if (isa<IndexType>(t))
+          args.push_back(v ? Value(arith::IndexCastOp::create(
+                                 b, loc(), b.getI64Type(), indices.lookup(v)))
+                           : i64(-1));
+        else
+          args.push_back(v ? bufferOf(v) : null());
+      }
+      for (auto [v, t] : llvm::zip(results, resultTypes))
+        args.push_back(i64(shapeId(cast<RankedTensorType>(t).getShape())));
+      for (auto [v, t] : llvm::zip(ops, types))
+        if (auto tensor = dyn_cast<RankedTensorType>(t))
+          args.push_back(v ? i64(shapeId(tensor.getShape())) : i64(-1));
+      if (position)
+        args.append({i64(position->first), i64(position->second)});
+      for (StringRef name : names)
+        if (failed(appendAttribute(op, name,
+                                   op->getInherentAttr(name).value_or(
+                                       Attribute()),
+                                   args)))
+          return failure();
+      call(("loomrt_" + op->getName().stripDialect()).str(), args);
+      return success();
+    };
+
+    if (!kernel.isKernelCalledPerOperand())
+      return emitCall(operands, operandTypes, std::nullopt);
+    for (auto [i, v] : llvm::enumerate(operands))
+      if (failed(emitCall({v}, {operandTypes[i]},
+                          std::make_pair(int64_t(i), int64_t(operands.size())))))
+        return failure();
+    return success();
+  }
+
+  LogicalResult emitRepeat(RepeatOp repeat) {
+    if (failed(checkTypes(repeat)))
+      return failure();
+    for (Value r : repeat.getResults())
+      defineBuffer(r);
+    int64_t count = repeat.getCount();
+    size_t numCarries = repeat.getCarries().size();
+    for (auto [init, result] :
+         llvm::zip(repeat.getCarries(), repeat.getCarryResults()))
+      copy(bufferOf(result), bufferOf(init), init.getType());
+
+    Value lb = arith::ConstantIndexOp::create(b, loc(), 0);
+    Value ub = arith::ConstantIndexOp::create(b, loc(), count);
+    Value one = arith::ConstantIndexOp::create(b, loc(), 1);
+    auto loop = scf::ForOp::create(b, loc(), lb, ub, one);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value index = loop.getInductionVar();
+    if (repeat.getReverse())
+      index = arith::SubIOp::create(
+          b, loc(), arith::ConstantIndexOp::create(b, loc(), count - 1), index);
+
+    Block &body = repeat.getBodyBlock();
+    indices[body.getArgument(0)] = index;
+    for (size_t i = 0; i < numCarries; ++i)
+      buffers[body.getArgument(1 + i)] =
+          bufferOf(repeat.getCarryResults()[i]);
+    for (auto [s, operand] : llvm::enumerate(repeat.getStacked()))
+      buffers[body.getArgument(1 + numCarries + s)] =
+          view(bufferOf(operand), index,
+               tensorBytes(operand.getType()) / count);
+    for (auto [j, inv] : llvm::enumerate(repeat.getInvariants()))
+      buffers[body.getArgument(1 + numCarries + repeat.getStacked().size() +
+                               j)] = bufferOf(inv);
+    if (failed(emitOps(body, nullptr)))
+      return failure();
+
+    YieldOp yield = repeat.getYield();
+    for (auto [slice, result] :
+         llvm::zip(yield.getStacked(), repeat.getStackedResults()))
+      copy(view(bufferOf(result), index,
+                tensorBytes(result.getType()) / count),
+           bufferOf(slice), slice.getType());
+    for (auto [i, next] : llvm::enumerate(yield.getCarries())) {
+      auto arg = dyn_cast<BlockArgument>(next);
+      if (arg && arg.getOwner() == &body && arg.getArgNumber() != 1 + i)
+        return yield.emitOpError("yields another iteration argument as carry ")
+               << i << ", which the code generator does not support";
+      copy(bufferOf(repeat.getCarryResults()[i]), bufferOf(next),
+           next.getType());
+    }
+    return success();
+  }
+
+  LogicalResult emitOps(Block &block, const DenseSet<Operation *> *only) {
+    for (Operation &op : block) {
+      if (op.hasTrait<OpTrait::IsTerminator>() ||
+          (only && !only->contains(&op)))
+        continue;
+      if (isa<ParamOp, StateOp, InputOp, IterationOp>(op))
+        continue;
+      if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+        buffers[reshape.getResult()] = bufferOf(reshape.getInput());
+        continue;
+      }
+      if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+        auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+        if (!dense || !dense.isSplat())
+          return op.emitOpError("only splat float tensor constants can be "
+                                "generated");
+        Value buf = defineBuffer(constant);
+        call("loomrt_fill",
+             {ctx, buf, i64(shapeId(dense.getType().getShape())),
+              f64(dense.getSplatValue<APFloat>().convertToDouble())});
+        continue;
+      }
+      if (auto repeat = dyn_cast<RepeatOp>(op)) {
+        if (failed(emitRepeat(repeat)))
+          return failure();
+        continue;
+      }
+      if (isa<ConcatOp>(op))
+        return op.emitOpError("is not supported by the code generator yet");
+      auto kernel = dyn_cast<KernelOpInterface>(op);
+      if (!kernel)
+        return op.emitOpError("has no runtime kernel");
+      if (failed(emitKernel(kernel)))
+        return failure();
+    }
+    return success();
+  }
+
+  FailureOr<int64_t> emitFunction(StringRef name,
+                                  const DenseSet<Operation *> &ops,
+                                  const DenseMap<Value, int64_t> &persistent,
+                                  bool step) {
+    Block &body = model.getBody().front();
+    plan = planMemory(body, ops, persistent);
+    buffers.clear();
+    tensorHandles.clear();
+    indices.clear();
+    b.setInsertionPoint(model);
+    auto fn = func::FuncOp::create(
+        b, loc(), name, FunctionType::get(b.getContext(), {ctxType}, {}));
+    Block *entry = fn.addEntryBlock();
+    ctx = entry->getArgument(0);
+    b.setInsertionPointToStart(entry);
+    for (int64_t t = 0, e = layout.tensors.size(); t < e; ++t)
+      tensorHandles[t] = call("loomrt_tensor", {ctx, i32(t)}, {bufType});
+    for (auto [v, t] : persistent)
+      if (!v.getDefiningOp() ||
+          isa<ParamOp, StateOp, InputOp, IterationOp>(v.getDefiningOp()))
+        buffers[v] = tensorHandles[t];
+    if (failed(emitOps(body, &ops)))
+      return failure();
+    OutputOp output = model.getOutput();
+    copy(tensorHandles[layout.lossIndex], bufferOf(output.getLoss()),
+         output.getLoss().getType());
+    if (step)
+      for (auto [t, v] : layout.copiedUpdates)
+        copy(tensorHandles[t], bufferOf(v), v.getType());
+    func::ReturnOp::create(b, loc());
+    return plan.peakBytes;
+  }
+
+  LogicalResult run() {
+    FailureOr<int64_t> stepBytes = emitFunction(
+        "loom_step", layout.stepOps, layout.stepPersistent, /*step=*/true);
+    if (failed(stepBytes))
+      return failure();
+    FailureOr<int64_t> evalBytes = emitFunction(
+        "loom_eval", layout.evalOps, layout.evalPersistent, /*step=*/false);
+    if (failed(evalBytes))
+      return failure();
+
+    std::ostringstream tables;
+    tables << "static const int64_t loom_shapes[] = {";
+    for (size_t i = 0; i < shapeWords.size(); ++i)
+      tables << (i ? ", " : "") << shapeWords[i];
+    tables << "};\nstatic const loomrt_tensor_desc loom_tensors[] = {\n";
+    for (const TensorEntry &t : layout.tensors) {
+      int32_t dtype = dtypeOf(t.type.getElementType());
+      tables << "  {" << cString(t.name) << ", " << t.role << ", " << dtype
+             << ", " << shapeId(t.type.getShape()) << ", " << t.init << ", "
+             << t.initValue << ", " << t.bound << "},\n";
+    }
+    tables << "};\n";
+    std::ostringstream program;
+    program << "extern \"C\" const loomrt_program loom_program = {"
+            << cString(model.getSymName()) << ", loom_tensors, "
+            << layout.tensors.size() << ", loom_shapes, " << shapeWords.size()
+            << ", {\"step\", " << *stepBytes << ", loom_step}, {\"eval\", "
+            << *evalBytes << ", loom_eval}};\n"
+            << "int main(int argc, char **argv) {\n"
+            << "  return loomrt_main(argc, argv, &loom_program);\n}";
+
+    b.setInsertionPointToStart(module.getBody());
+    emitc::VerbatimOp::create(b, loc(), "#include \"loomrt/loomrt.h\"");
+    b.setInsertionPointToEnd(module.getBody());
+    emitc::VerbatimOp::create(b, loc(), tables.str());
+    emitc::VerbatimOp::create(b, loc(), program.str());
+    model.erase();
+    return success();
+  }
+};
+
+struct LoomLowerToRuntimePass
+    : public loom::codegen::impl::LoomLowerToRuntimeBase<
+          LoomLowerToRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<ModelOp> models(module.getOps<ModelOp>());
+    if (models.size() != 1) {
+      module.emitError("code generation needs exactly one 'train.model', "
+                       "found ")
+          << models.size();
+      return signalPassFailure();
+    }
+    FailureOr<ModelLayout> layout = layoutModel(models.front());
+    if (failed(layout))
+      return signalPassFailure();
+    Emitter emitter(module, models.front(), *layout);
+    if (failed(emitter.run()))
+      signalPassFailure();
+  }
+};
+} // namespace
+
+void loom::codegen::buildCodegenPipeline(OpPassManager &pm) {
+  pm.addPass(createLoomLowerToRuntime());
+  pm.addPass(createSCFToEmitC());
+  pm.addPass(createConvertArithToEmitC());
+  pm.addPass(createConvertFuncToEmitC());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void loom::codegen::registerCodegenPasses() {
+  registerLoomCodegenPasses();
+  PassPipelineRegistration<>(
+      "loom-codegen",
+      "Lower a training step to EmitC: loom-lower-to-runtime, then the "
+      "upstream SCF, arith and func conversions to EmitC",
+      buildCodegenPipeline);
+}

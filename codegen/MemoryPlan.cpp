@@ -1,0 +1,159 @@
+//===- MemoryPlan.cpp - liveness-based placement of values in an arena ----===//
+
+#include "codegen/MemoryPlan.h"
+
+#include "dialects/train/TrainDialect.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace loom::codegen;
+using namespace loom::train;
+
+static constexpr int64_t kAlignment = 64;
+
+static int64_t alignUp(int64_t n) {
+  return (n + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+int64_t loom::codegen::tensorBytes(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return 0;
+  return tensor.getNumElements() * ((tensor.getElementTypeBitWidth() + 7) / 8);
+}
+
+namespace {
+/// A buffer to place: its size and the op indices where it is live.
+struct Interval {
+  int64_t size = 0, first = 0, last = 0, offset = 0;
+};
+
+/// Greedy placement, largest first, each at the lowest offset free over its
+/// lifetime (the arena planner of TFLite and of XLA's heap simulator).
+int64_t place(std::vector<Interval> &intervals) {
+  std::vector<size_t> order(intervals.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return intervals[a].size > intervals[b].size;
+  });
+  std::vector<size_t> placed;
+  int64_t peak = 0;
+  for (size_t i : order) {
+    Interval &cur = intervals[i];
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j : placed) {
+      const Interval &o = intervals[j];
+      if (o.first <= cur.last && cur.first <= o.last)
+        busy.push_back({o.offset, o.offset + o.size});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (auto [begin, end] : busy) {
+      if (offset + cur.size <= begin)
+        break;
+      offset = std::max(offset, alignUp(end));
+    }
+    cur.offset = offset;
+    peak = std::max(peak, offset + cur.size);
+    placed.push_back(i);
+  }
+  return peak;
+}
+
+struct Planner {
+  const DenseMap<Value, int64_t> &persistent;
+  MemoryPlan plan;
+
+  /// Plans `block` with offsets relative to 0; returns its peak. Nested
+  /// blocks are planned first and shifted once their base is known.
+  int64_t planBlock(Block &block, const DenseSet<Operation *> *only) {
+    DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    for (Operation &op : block)
+      if (!only || only->contains(&op) || op.hasTrait<OpTrait::IsTerminator>())
+        index[&op] = n++;
+
+    // Alias roots: a reshape shares its input's buffer.
+    DenseMap<Value, Value> root;
+    auto rootOf = [&](Value v) {
+      while (root.count(v))
+        v = root[v];
+      return v;
+    };
+    std::vector<Interval> intervals;
+    DenseMap<Value, size_t> intervalOf;
+    SmallVector<std::pair<size_t, SmallVector<Value>>> nestedShifts;
+
+    auto lastUse = [&](Value v, int64_t def) {
+      int64_t last = def;
+      for (Operation *user : v.getUsers()) {
+        Operation *anc = block.findAncestorOpInBlock(*user);
+        auto it = anc ? index.find(anc) : index.end();
+        if (it != index.end())
+          last = std::max(last, it->second);
+      }
+      return last;
+    };
+
+    for (Operation &op : block) {
+      auto it = index.find(&op);
+      if (it == index.end() || op.hasTrait<OpTrait::IsTerminator>())
+        continue;
+      int64_t at = it->second;
+      if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+        Value src = rootOf(reshape.getInput());
+        root[reshape.getResult()] = src;
+        if (auto p = intervalOf.find(src); p != intervalOf.end())
+          intervals[p->second].last =
+              std::max(intervals[p->second].last, lastUse(reshape, at));
+        continue;
+      }
+      if (auto repeat = dyn_cast<RepeatOp>(op)) {
+        int64_t inner = planBlock(repeat.getBodyBlock(), nullptr);
+        intervals.push_back({alignUp(inner), at, at, 0});
+        SmallVector<Value> innerValues;
+        repeat.getBody().walk([&](Operation *nested) {
+          for (Value r : nested->getResults())
+            if (plan.placements.count(r) &&
+                plan.placements[r].kind == Placement::Arena)
+              innerValues.push_back(r);
+        });
+        nestedShifts.push_back({intervals.size() - 1, innerValues});
+      }
+      for (Value r : op.getResults()) {
+        if (!isa<RankedTensorType>(r.getType()) || persistent.count(r))
+          continue;
+        intervals.push_back({alignUp(tensorBytes(r.getType())), at,
+                             lastUse(r, at), 0});
+        intervalOf[r] = intervals.size() - 1;
+      }
+    }
+    int64_t peak = place(intervals);
+    for (auto [value, i] : intervalOf)
+      plan.placements[value] = {Placement::Arena, intervals[i].offset};
+    for (auto &[i, values] : nestedShifts)
+      for (Value v : values)
+        plan.placements[v].where += intervals[i].offset;
+    for (auto [alias, src] : root) {
+      Value r = rootOf(src);
+      if (auto p = persistent.find(r); p != persistent.end())
+        plan.placements[alias] = {Placement::Persistent, p->second};
+      else if (plan.placements.count(r))
+        plan.placements[alias] = plan.placements[r];
+    }
+    return peak;
+  }
+};
+} // namespace
+
+MemoryPlan loom::codegen::planMemory(Block &block,
+                                     const DenseSet<Operation *> &ops,
+                                     const DenseMap<Value, int64_t> &persistent) {
+  Planner planner{persistent, {}};
+  for (auto [v, t] : persistent)
+    planner.plan.placements[v] = {Placement::Persistent, t};
+  planner.plan.peakBytes = planner.planBlock(block, &ops);
+  return std::move(planner.plan);
+}

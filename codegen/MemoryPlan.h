@@ -1,0 +1,47 @@
+//===- MemoryPlan.h - liveness-based placement of values in an arena --*- C++ -*-===//
+//
+// Every tensor a function computes lives in one arena at an offset chosen
+// here: values whose lifetimes do not overlap share bytes. A reshape
+// aliases its input; a `train.repeat` body is planned on its own and its
+// arena placed, as one block, where the repeat runs. The peak of the plan is
+// the arena size the runtime allocates.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_CODEGEN_MEMORYPLAN_H
+#define LOOM_CODEGEN_MEMORYPLAN_H
+
+#include "mlir/IR/Block.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace loom::codegen {
+
+/// Where a value lives.
+struct Placement {
+  enum Kind { Arena, Persistent } kind = Arena;
+  /// Byte offset into the arena, or index into the program's tensor table.
+  int64_t where = 0;
+};
+
+struct MemoryPlan {
+  llvm::DenseMap<mlir::Value, Placement> placements;
+  /// Arena bytes at the peak.
+  int64_t peakBytes = 0;
+};
+
+/// Bytes of a ranked tensor.
+int64_t tensorBytes(mlir::Type type);
+
+/// Plans the values defined by `ops` (ops of `block`, in order, with their
+/// nested regions). `persistent` gives the values that live in the tensor
+/// table (parameters, inputs, results updated in place); values that alias
+/// one of them (reshapes) become persistent too.
+MemoryPlan planMemory(mlir::Block &block,
+                      const llvm::DenseSet<mlir::Operation *> &ops,
+                      const llvm::DenseMap<mlir::Value, int64_t> &persistent);
+
+} // namespace loom::codegen
+
+#endif // LOOM_CODEGEN_MEMORYPLAN_H

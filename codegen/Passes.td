@@ -1,0 +1,50 @@
+//===- Passes.td - Loom code generation passes -----------------------------===//
+
+#ifndef LOOM_CODEGEN_PASSES_TD
+#define LOOM_CODEGEN_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LoomMemoryPlan : Pass<"loom-memory-plan", "::mlir::ModuleOp"> {
+  let summary = "Plan the arena of every training step (liveness-based reuse)";
+  let description = [{
+    Places every tensor a training step computes in one arena: each value
+    lives from the op that defines it to its last use, and values whose
+    lifetimes do not overlap share bytes (greedy, largest first, lowest free
+    offset). A reshape aliases its input; a `train.repeat` body is planned
+    once and occupies its own peak while the repeat runs. Parameters,
+    optimizer state and inputs live outside the arena, as do optimizer
+    results written in place over the value they replace.
+
+    `loom-lower-to-runtime` plans the same way; this pass records the plan
+    as attributes so it can be read and tested: `loom.offsets` on each op
+    (one byte offset per result, -1 outside the arena) and `loom.peak_bytes`
+    on the model.
+  }];
+  let statistics = [
+    Statistic<"peakBytes", "peak-bytes", "Arena bytes at the peak">,
+  ];
+}
+
+def LoomLowerToRuntime : Pass<"loom-lower-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lower training steps to calls into the Loom runtime";
+  let description = [{
+    Turns each trained `train.model` (after `train-optimizer`) into the rank
+    program: `func.func @loom_step(%ctx)` runs forward, backward and update;
+    `func.func @loom_eval(%ctx)` runs the ops the loss needs. Every value is
+    a `!emitc.ptr<!emitc.opaque<"loomrt_buf">>` from the tensor table
+    (`loomrt_tensor`) or the memory plan (`loomrt_scratch`); every op is a
+    `func.call` to `loomrt_<op>` with the arguments of the rule in
+    `loomrt.h`; a `train.repeat` is an `scf.for` over views of its stacked
+    operands. The tensor table, the shape table and `main` are emitted as
+    `emitc.verbatim` C++. Upstream `convert-scf-to-emitc`,
+    `convert-arith-to-emitc` and `convert-func-to-emitc` then give EmitC,
+    and `loomc` prints C++ with MLIR's C++ emitter.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::emitc::EmitCDialect"];
+}
+
+#endif // LOOM_CODEGEN_PASSES_TD

@@ -1,0 +1,72 @@
+//===- Internal.h - host backend internals ---------------------*- C++ -*-===//
+
+#ifndef LOOMRT_HOST_INTERNAL_H
+#define LOOMRT_HOST_INTERNAL_H
+
+#include "loomrt/loomrt.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+struct loomrt_ctx {
+  const loomrt_program *program = nullptr;
+  /// One buffer per entry of the program's tensor table.
+  std::vector<char *> tensors;
+  /// The arena of the running function.
+  char *arena = nullptr;
+  int64_t step = 0;
+  uint64_t seed = 0;
+  /// Dropout is the identity outside training.
+  bool training = true;
+  /// When positive, replaces the schedule's base learning rate (and scales
+  /// its minimum alike).
+  double lrOverride = 0.0;
+  /// The learning rate the last lr_schedule computed.
+  double lastLr = 0.0;
+  int64_t currentBytes = 0;
+  int64_t peakBytes = 0;
+};
+
+namespace loomrt {
+
+/// A shape (or integer array) from the program's shape table.
+struct Shape {
+  int64_t rank = 0;
+  const int64_t *dims = nullptr;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t i = 0; i < rank; ++i)
+      n *= dims[i];
+    return n;
+  }
+  int64_t operator[](int64_t i) const { return dims[i]; }
+  int64_t back() const { return dims[rank - 1]; }
+};
+
+Shape shapeOf(loomrt_ctx *ctx, int64_t id);
+
+/// Prints "loomrt: <message>" and exits non-zero.
+[[noreturn]] void fail(const std::string &message);
+
+/// Allocation that counts towards the peak.
+char *allocate(loomrt_ctx *ctx, int64_t bytes);
+void release(loomrt_ctx *ctx, char *ptr, int64_t bytes);
+
+/// Counter-based generators: pure functions of their key.
+uint64_t hash64(uint64_t x);
+uint64_t hashString(const char *s);
+/// Uniform in [0, 1) from a key.
+double uniform(uint64_t key);
+/// Standard normal from a key (Box-Muller on two derived uniforms).
+double normal(uint64_t key);
+
+/// The learning rate of a schedule at a step (the formula of
+/// #train.schedule).
+double evaluateSchedule(double lr, int64_t warmup, int64_t total,
+                        int32_t decay, double minLr, double step);
+
+} // namespace loomrt
+
+#endif // LOOMRT_HOST_INTERNAL_H

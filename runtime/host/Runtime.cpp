@@ -1,0 +1,588 @@
+//===- Runtime.cpp - host backend: buffers, initialization, training loop -===//
+
+#include "Internal.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+
+using namespace loomrt;
+
+//===----------------------------------------------------------------------===//
+// Basics
+//===----------------------------------------------------------------------===//
+
+void loomrt::fail(const std::string &message) {
+  std::fprintf(stderr, "loomrt: error: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+Shape loomrt::shapeOf(loomrt_ctx *ctx, int64_t id) {
+  const loomrt_program *p = ctx->program;
+  if (id < 0 || id >= p->num_shape_words)
+    fail("shape id " + std::to_string(id) + " is outside the shape table");
+  return Shape{p->shapes[id], p->shapes + id + 1};
+}
+
+char *loomrt::allocate(loomrt_ctx *ctx, int64_t bytes) {
+  size_t rounded = size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+  char *ptr = static_cast<char *>(std::aligned_alloc(64, rounded));
+  if (!ptr)
+    fail("out of memory allocating " + std::to_string(bytes) + " bytes");
+  ctx->currentBytes += bytes;
+  ctx->peakBytes = std::max(ctx->peakBytes, ctx->currentBytes);
+  return ptr;
+}
+
+void loomrt::release(loomrt_ctx *ctx, char *ptr, int64_t bytes) {
+  std::free(ptr);
+  ctx->currentBytes -= bytes;
+}
+
+uint64_t loomrt::hash64(uint64_t x) {
+  // splitmix64's finalizer: a bijective mix of a 64-bit counter.
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t loomrt::hashString(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a
+  for (; *s; ++s)
+    h = (h ^ uint64_t(static_cast<unsigned char>(*s))) * 0x100000001b3ULL;
+  return hash64(h);
+}
+
+double loomrt::uniform(uint64_t key) {
+  return double(hash64(key) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double loomrt::normal(uint64_t key) {
+  double u1 = uniform(key ^ 0x5851f42d4c957f2dULL);
+  double u2 = uniform(key ^ 0x14057b7ef767814fULL);
+  return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+double loomrt::evaluateSchedule(double lr, int64_t warmup, int64_t total,
+                                int32_t decay, double minLr, double step) {
+  if (step < double(warmup))
+    return lr * (step + 1.0) / double(warmup);
+  if (decay == 0)
+    return lr;
+  double progress = std::clamp((step - double(warmup)) /
+                                   double(total - warmup),
+                               0.0, 1.0);
+  if (decay == 1)
+    return minLr + (lr - minLr) * (1.0 - progress);
+  return minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * progress));
+}
+
+static int64_t dtypeBytes(int32_t dtype) {
+  switch (dtype) {
+  case LOOMRT_BF16:
+    return 2;
+  case LOOMRT_I64:
+    return 8;
+  default:
+    return 4;
+  }
+}
+
+extern "C" {
+
+loomrt_buf *loomrt_tensor(loomrt_ctx *ctx, int32_t index) {
+  return reinterpret_cast<loomrt_buf *>(ctx->tensors[index]);
+}
+
+loomrt_buf *loomrt_scratch(loomrt_ctx *ctx, int64_t offset) {
+  return reinterpret_cast<loomrt_buf *>(ctx->arena + offset);
+}
+
+loomrt_buf *loomrt_view(loomrt_ctx *, loomrt_buf *base, int64_t offset) {
+  return reinterpret_cast<loomrt_buf *>(reinterpret_cast<char *>(base) +
+                                        offset);
+}
+
+loomrt_buf *loomrt_null(loomrt_ctx *) { return nullptr; }
+
+void loomrt_copy(loomrt_ctx *, loomrt_buf *dst, loomrt_buf *src,
+                 int64_t bytes) {
+  if (dst != src)
+    std::memmove(dst, src, size_t(bytes));
+}
+
+void loomrt_fill(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
+                 double value) {
+  float *y = reinterpret_cast<float *>(dst);
+  std::fill(y, y + shapeOf(ctx, shape).numel(), float(value));
+}
+
+void loomrt_sync(loomrt_ctx *) {}
+
+} // extern "C"
+
+//===----------------------------------------------------------------------===//
+// Command line
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct Options {
+  int64_t steps = 100;
+  int64_t evalEvery = 0;
+  int64_t logEvery = 0;
+  uint64_t seed = 0;
+  double lr = 0.0;
+  std::string data, metrics, initFrom, exportTo;
+};
+
+const char *kUsage =
+    "usage: %s [options]\n"
+    "  --steps N            optimizer steps to run (default 100)\n"
+    "  --data FILE          train on the bytes of FILE (the last 10%% held\n"
+    "                       out for evaluation); synthetic text otherwise\n"
+    "  --eval-every K       evaluate the held-out loss every K steps\n"
+    "  --log-every K        print progress every K steps\n"
+    "  --metrics FILE       write one JSON object per step to FILE\n"
+    "  --init-from FILE     initial parameters from a safetensors file\n"
+    "  --export FILE        write the final parameters as safetensors\n"
+    "  --seed S             seed of initialization, data order and dropout\n"
+    "  --lr X               base learning rate (overrides the model's)\n";
+
+Options parseOptions(int argc, char **argv) {
+  Options o;
+  auto value = [&](int &i) -> std::string {
+    if (i + 1 >= argc)
+      fail(std::string(argv[i]) + " needs a value");
+    return argv[++i];
+  };
+  auto integer = [&](int &i) -> int64_t {
+    std::string flag = argv[i], v = value(i);
+    char *end = nullptr;
+    long long n = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end || n < 0)
+      fail(flag + " needs a non-negative integer, got '" + v + "'");
+    return n;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf(kUsage, argv[0]);
+      std::exit(0);
+    } else if (a == "--steps") {
+      o.steps = integer(i);
+    } else if (a == "--eval-every") {
+      o.evalEvery = integer(i);
+    } else if (a == "--log-every") {
+      o.logEvery = integer(i);
+    } else if (a == "--seed") {
+      o.seed = uint64_t(integer(i));
+    } else if (a == "--lr") {
+      std::string v = value(i);
+      char *end = nullptr;
+      o.lr = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(o.lr > 0.0))
+        fail("--lr needs a positive number, got '" + v + "'");
+    } else if (a == "--data") {
+      o.data = value(i);
+    } else if (a == "--metrics") {
+      o.metrics = value(i);
+    } else if (a == "--init-from") {
+      o.initFrom = value(i);
+    } else if (a == "--export") {
+      o.exportTo = value(i);
+    } else {
+      fail("unknown option '" + a + "' (see --help)");
+    }
+  }
+  return o;
+}
+
+//===----------------------------------------------------------------------===//
+// Safetensors
+//===----------------------------------------------------------------------===//
+
+std::string readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    fail("cannot open '" + path + "'");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void loadSafetensors(loomrt_ctx *ctx, const std::string &path) {
+  std::string bytes = readFile(path);
+  if (bytes.size() < 8)
+    fail("'" + path + "' is not a safetensors file (too short)");
+  uint64_t headerSize = 0;
+  std::memcpy(&headerSize, bytes.data(), 8);
+  if (headerSize > bytes.size() - 8)
+    fail("'" + path + "': header size exceeds the file");
+  llvm::Expected<llvm::json::Value> header =
+      llvm::json::parse(llvm::StringRef(bytes.data() + 8, headerSize));
+  if (!header)
+    fail("'" + path + "': bad header: " + llvm::toString(header.takeError()));
+  const llvm::json::Object *entries = header->getAsObject();
+  if (!entries)
+    fail("'" + path + "': the header is not a JSON object");
+  const char *data = bytes.data() + 8 + headerSize;
+  size_t dataSize = bytes.size() - 8 - headerSize;
+  const loomrt_program *p = ctx->program;
+  for (int64_t t = 0; t < p->num_tensors; ++t) {
+    const loomrt_tensor_desc &d = p->tensors[t];
+    if (d.role != LOOMRT_PARAM)
+      continue;
+    const llvm::json::Object *e = entries->getObject(d.name);
+    if (!e)
+      fail("'" + path + "' has no tensor '" + d.name + "'");
+    if (e->getString("dtype") != "F32")
+      fail("'" + path + "': tensor '" + d.name + "' must be F32");
+    Shape s = shapeOf(ctx, d.shape);
+    const llvm::json::Array *shape = e->getArray("shape");
+    bool same = shape && int64_t(shape->size()) == s.rank;
+    for (int64_t i = 0; same && i < s.rank; ++i)
+      same = (*shape)[i].getAsInteger() == s[i];
+    if (!same)
+      fail("'" + path + "': tensor '" + d.name +
+           "' does not have the model's shape");
+    const llvm::json::Array *offsets = e->getArray("data_offsets");
+    int64_t begin = offsets ? (*offsets)[0].getAsInteger().value_or(-1) : -1;
+    int64_t end = offsets ? (*offsets)[1].getAsInteger().value_or(-1) : -1;
+    int64_t want = s.numel() * 4;
+    if (begin < 0 || end - begin != want || size_t(end) > dataSize)
+      fail("'" + path + "': tensor '" + d.name + "' has bad data offsets");
+    std::memcpy(ctx->tensors[t], data + begin, size_t(want));
+  }
+}
+
+void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
+  const loomrt_program *p = ctx->program;
+  llvm::json::Object header;
+  int64_t offset = 0;
+  std::vector<int64_t> order;
+  for (int64_t t = 0; t < p->num_tensors; ++t) {
+    const loomrt_tensor_desc &d = p->tensors[t];
+    if (d.role != LOOMRT_PARAM)
+      continue;
+    Shape s = shapeOf(ctx, d.shape);
+    llvm::json::Array shape;
+    for (int64_t i = 0; i < s.rank; ++i)
+      shape.push_back(s[i]);
+    int64_t bytes = s.numel() * 4;
+    header[d.name] = llvm::json::Object{
+        {"dtype", "F32"},
+        {"shape", std::move(shape)},
+        {"data_offsets", llvm::json::Array{offset, offset + bytes}}};
+    offset += bytes;
+    order.push_back(t);
+  }
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(header));
+  os.flush();
+  while ((text.size() + 8) % 8)
+    text.push_back(' ');
+  std::ofstream out(path, std::ios::binary);
+  if (!out)
+    fail("cannot write '" + path + "'");
+  uint64_t size = text.size();
+  out.write(reinterpret_cast<const char *>(&size), 8);
+  out.write(text.data(), std::streamsize(text.size()));
+  for (int64_t t : order)
+    out.write(ctx->tensors[t],
+              std::streamsize(shapeOf(ctx, p->tensors[t].shape).numel() * 4));
+  if (!out)
+    fail("error writing '" + path + "'");
+}
+
+//===----------------------------------------------------------------------===//
+// Initialization and data
+//===----------------------------------------------------------------------===//
+
+void initialize(loomrt_ctx *ctx, const loomrt_tensor_desc &d, char *buf) {
+  int64_t n = shapeOf(ctx, d.shape).numel();
+  if (d.role != LOOMRT_PARAM) {
+    std::memset(buf, 0, size_t(n * dtypeBytes(d.dtype)));
+    return;
+  }
+  float *x = reinterpret_cast<float *>(buf);
+  uint64_t key = hashString(d.name) ^ hash64(ctx->seed);
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t k = key ^ hash64(uint64_t(i) * 0x9e3779b97f4a7c15ULL + 1);
+    switch (d.init) {
+    case LOOMRT_INIT_NORMAL:
+      x[i] = float(d.init_value * normal(k));
+      break;
+    case LOOMRT_INIT_UNIFORM:
+      x[i] = float(d.init_value * (2.0 * uniform(k) - 1.0));
+      break;
+    case LOOMRT_INIT_ZEROS:
+      x[i] = 0.0f;
+      break;
+    case LOOMRT_INIT_ONES:
+      x[i] = 1.0f;
+      break;
+    default:
+      x[i] = float(d.init_value);
+    }
+  }
+}
+
+/// Synthetic text: sentences drawn from a fixed word list by a counter-based
+/// generator, so that a language model has structure to learn.
+std::string syntheticText(uint64_t seed) {
+  static const char *words[] = {
+      "the", "loom", "weaves", "a", "model", "across", "many", "devices",
+      "gradients", "flow", "back", "through", "every", "layer", "and",
+      "shards", "meet", "again", "in", "one", "step", "of", "training"};
+  std::string text;
+  for (uint64_t i = 0; text.size() < (1u << 18); ++i) {
+    text += words[hash64(seed ^ (i * 2654435761ULL)) % std::size(words)];
+    text += (hash64(i) % 9 == 0) ? ".\n" : " ";
+  }
+  return text;
+}
+
+struct Data {
+  int32_t tokens = -1, labels = -1;
+  std::string text;
+  size_t trainEnd = 0;
+};
+
+Data prepareData(loomrt_ctx *ctx, const Options &o) {
+  const loomrt_program *p = ctx->program;
+  Data data;
+  for (int64_t t = 0; t < p->num_tensors; ++t) {
+    const loomrt_tensor_desc &d = p->tensors[t];
+    if (d.role != LOOMRT_INPUT)
+      continue;
+    if (!std::strcmp(d.name, "tokens"))
+      data.tokens = int32_t(t);
+    if (!std::strcmp(d.name, "labels"))
+      data.labels = int32_t(t);
+  }
+  bool lm = data.tokens >= 0 && data.labels >= 0 &&
+            p->tensors[data.tokens].dtype == LOOMRT_I32;
+  if (!o.data.empty() && !lm)
+    fail("--data needs a language model with i32 inputs 'tokens' and "
+         "'labels'");
+  if (!lm)
+    return data;
+  data.text = o.data.empty() ? syntheticText(o.seed) : readFile(o.data);
+  Shape s = shapeOf(ctx, p->tensors[data.tokens].shape);
+  size_t context = size_t(s.back());
+  data.trainEnd = data.text.size() * 9 / 10;
+  if (data.trainEnd < context + 2 || data.text.size() - data.trainEnd < context + 2)
+    fail("the data has " + std::to_string(data.text.size()) +
+         " bytes, too few for a context of " + std::to_string(context));
+  return data;
+}
+
+/// Fills the inputs for `step` (from the held-out split for evaluation).
+void fillInputs(loomrt_ctx *ctx, const Data &data, int64_t step, bool eval) {
+  const loomrt_program *p = ctx->program;
+  if (data.tokens >= 0 && !data.text.empty()) {
+    const loomrt_tensor_desc &d = p->tensors[data.tokens];
+    Shape s = shapeOf(ctx, d.shape);
+    int64_t context = s.back(), rows = s.numel() / context;
+    int64_t bound = d.bound > 0 ? d.bound : 256;
+    size_t begin = eval ? data.trainEnd : 0;
+    size_t span = (eval ? data.text.size() : data.trainEnd) - begin -
+                  size_t(context) - 1;
+    auto *tok = reinterpret_cast<int32_t *>(ctx->tensors[data.tokens]);
+    auto *lab = reinterpret_cast<int32_t *>(ctx->tensors[data.labels]);
+    for (int64_t r = 0; r < rows; ++r) {
+      uint64_t key = hash64(ctx->seed ^ hash64(uint64_t(step) * 1000003ULL +
+                                               uint64_t(r) + (eval ? 7 : 0)));
+      size_t start = begin + size_t(key % (span + 1));
+      for (int64_t j = 0; j < context; ++j) {
+        tok[r * context + j] =
+            static_cast<unsigned char>(data.text[start + j]) % bound;
+        lab[r * context + j] =
+            static_cast<unsigned char>(data.text[start + j + 1]) % bound;
+      }
+    }
+    return;
+  }
+  for (int64_t t = 0; t < p->num_tensors; ++t) {
+    const loomrt_tensor_desc &d = p->tensors[t];
+    if (d.role != LOOMRT_INPUT)
+      continue;
+    int64_t n = shapeOf(ctx, d.shape).numel();
+    uint64_t key = hashString(d.name) ^ hash64(ctx->seed) ^
+                   hash64(uint64_t(step) + (eval ? 1ULL << 40 : 0));
+    if (d.dtype == LOOMRT_F32) {
+      float *x = reinterpret_cast<float *>(ctx->tensors[t]);
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = float(normal(key ^ hash64(uint64_t(i))));
+    } else {
+      int64_t bound = d.bound > 0 ? d.bound : 2;
+      int32_t *x = reinterpret_cast<int32_t *>(ctx->tensors[t]);
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = int32_t(hash64(key ^ hash64(uint64_t(i))) % uint64_t(bound));
+    }
+  }
+}
+
+int32_t findRole(const loomrt_program *p, int32_t role) {
+  for (int64_t t = 0; t < p->num_tensors; ++t)
+    if (p->tensors[t].role == role)
+      return int32_t(t);
+  return -1;
+}
+
+std::string formatBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 4) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+double evaluate(loomrt_ctx *ctx, const Data &data, int32_t lossIndex) {
+  // The mean loss over a fixed set of held-out batches.
+  constexpr int kBatches = 4;
+  ctx->training = false;
+  double total = 0.0;
+  for (int b = 0; b < kBatches; ++b) {
+    fillInputs(ctx, data, b, /*eval=*/true);
+    ctx->program->eval.run(ctx);
+    total += reinterpret_cast<float *>(ctx->tensors[lossIndex])[0];
+  }
+  ctx->training = true;
+  return total / kBatches;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The training loop
+//===----------------------------------------------------------------------===//
+
+int loomrt_main(int argc, char **argv, const loomrt_program *program) {
+  Options o = parseOptions(argc, argv);
+  loomrt_ctx ctx;
+  ctx.program = program;
+  ctx.seed = o.seed;
+  ctx.lrOverride = o.lr;
+  const loomrt_program *p = program;
+  for (int64_t t = 0; t < p->num_tensors; ++t) {
+    const loomrt_tensor_desc &d = p->tensors[t];
+    int64_t bytes = shapeOf(&ctx, d.shape).numel() * dtypeBytes(d.dtype);
+    ctx.tensors.push_back(allocate(&ctx, bytes));
+    initialize(&ctx, d, ctx.tensors.back());
+  }
+  if (!o.initFrom.empty())
+    loadSafetensors(&ctx, o.initFrom);
+  int64_t arenaBytes = std::max(p->step.arena_bytes, p->eval.arena_bytes);
+  ctx.arena = allocate(&ctx, arenaBytes);
+  Data data = prepareData(&ctx, o);
+  int32_t lossIndex = findRole(p, LOOMRT_LOSS);
+  int32_t iterIndex = findRole(p, LOOMRT_ITERATION);
+  if (lossIndex < 0 || iterIndex < 0)
+    fail("the program has no loss or step counter");
+
+  int64_t tokensPerStep = 0, params = 0;
+  for (int64_t t = 0; t < p->num_tensors; ++t) {
+    const loomrt_tensor_desc &d = p->tensors[t];
+    Shape s = shapeOf(&ctx, d.shape);
+    if (d.role == LOOMRT_PARAM)
+      params += s.numel();
+    if (d.role == LOOMRT_INPUT && tokensPerStep == 0)
+      tokensPerStep = data.tokens == int32_t(t) ? s.numel()
+                                                : (s.rank ? s[0] : 1);
+  }
+  if (data.tokens >= 0)
+    tokensPerStep = shapeOf(&ctx, p->tensors[data.tokens].shape).numel();
+
+  std::FILE *metrics = nullptr;
+  if (!o.metrics.empty() && !(metrics = std::fopen(o.metrics.c_str(), "w")))
+    fail("cannot write '" + o.metrics + "'");
+  int64_t logEvery = o.logEvery ? o.logEvery : std::max<int64_t>(1, o.steps / 25);
+  std::printf("loom: training %s: %lld parameters, %lld steps, %s of "
+              "parameters and optimizer state, %s arena\n",
+              p->name, (long long)params, (long long)o.steps,
+              formatBytes(double(ctx.currentBytes - arenaBytes)).c_str(),
+              formatBytes(double(arenaBytes)).c_str());
+  std::fflush(stdout);
+
+  double firstLoss = 0.0, lastLoss = 0.0, totalSeconds = 0.0;
+  double firstEval = NAN, lastEval = NAN;
+  if (o.evalEvery)
+    firstEval = evaluate(&ctx, data, lossIndex);
+  for (int64_t step = 0; step < o.steps; ++step) {
+    ctx.step = step;
+    fillInputs(&ctx, data, step, /*eval=*/false);
+    reinterpret_cast<float *>(ctx.tensors[iterIndex])[0] = float(step);
+    auto start = std::chrono::steady_clock::now();
+    p->step.run(&ctx);
+    loomrt_sync(&ctx);
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    totalSeconds += seconds;
+    double loss = reinterpret_cast<float *>(ctx.tensors[lossIndex])[0];
+    if (!std::isfinite(loss))
+      fail("the loss is " + std::to_string(loss) + " at step " +
+           std::to_string(step));
+    if (step == 0)
+      firstLoss = loss;
+    lastLoss = loss;
+    bool evalNow = o.evalEvery && ((step + 1) % o.evalEvery == 0 ||
+                                   step + 1 == o.steps);
+    double evalLoss = evalNow ? evaluate(&ctx, data, lossIndex) : NAN;
+    if (evalNow)
+      lastEval = evalLoss;
+    double tps = double(tokensPerStep) / std::max(seconds, 1e-9);
+    if (step % logEvery == 0 || step + 1 == o.steps || evalNow) {
+      std::printf("step %5lld/%lld  loss %.4f  lr %.3e  %9.0f tok/s  peak %s",
+                  (long long)step + 1, (long long)o.steps, loss, ctx.lastLr,
+                  tps, formatBytes(double(ctx.peakBytes)).c_str());
+      if (evalNow)
+        std::printf("  eval %.4f", evalLoss);
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+    if (metrics) {
+      llvm::json::Object m{{"step", step},
+                           {"loss", loss},
+                           {"lr", ctx.lastLr},
+                           {"tokens_per_s", tps},
+                           {"peak_bytes", ctx.peakBytes},
+                           {"bytes_sent", llvm::json::Object{}}};
+      if (evalNow)
+        m["eval_loss"] = evalLoss;
+      std::string line;
+      llvm::raw_string_ostream os(line);
+      os << llvm::json::Value(std::move(m));
+      os.flush();
+      std::fprintf(metrics, "%s\n", line.c_str());
+    }
+  }
+  if (metrics)
+    std::fclose(metrics);
+  if (!o.exportTo.empty())
+    exportSafetensors(&ctx, o.exportTo);
+  std::printf("loom: done: loss %.4f -> %.4f", firstLoss, lastLoss);
+  if (o.evalEvery)
+    std::printf(", held-out loss %.4f -> %.4f", firstEval, lastEval);
+  std::printf(", %.0f tok/s, peak %s\n",
+              double(tokensPerStep) * double(o.steps) /
+                  std::max(totalSeconds, 1e-9),
+              formatBytes(double(ctx.peakBytes)).c_str());
+  return 0;
+}

@@ -1,0 +1,192 @@
+/*===- loomrt.h - the Loom runtime C API ------------------------*- C -*-===//
+ *
+ * The only bridge between the compiler and the runtime: the C++ that
+ * `loomc` generates calls these functions, and a backend (host: OpenBLAS and
+ * C++ kernels; cuda: cuBLAS and CUDA kernels) implements them.
+ *
+ * Memory. A `loomrt_buf *` is a handle to device memory (host memory on the
+ * host backend) that the generated code never dereferences. Persistent
+ * tensors (parameters, optimizer state, inputs, the step counter, the loss)
+ * are owned by the runtime; every other value lives in the arena of the
+ * running function at an offset chosen at compile time by the memory plan.
+ *
+ * Ordering. Every kernel and copy is enqueued on the context's stream and
+ * runs in call order; it may return before it completes (the cuda backend
+ * is asynchronous). `loomrt_sync` waits for everything enqueued.
+ *
+ * Kernels. For each train op `train.X` there is one `loomrt_X`. Its
+ * arguments follow one rule, which the code generator applies to every op:
+ *   1. the context;
+ *   2. the result buffers, then the operand buffers (an absent optional
+ *      tensor operand or result is NULL; an `index` operand is an int64_t,
+ *      -1 when absent);
+ *   3. a shape id per result, then per tensor operand (-1 when absent): an
+ *      offset into the program's shape table, where a shape is stored as
+ *      its rank followed by its dimensions;
+ *   4. for an op with a variadic operand, which is passed one element per
+ *      call: the element's position and the element count;
+ *   5. the op's attributes, in alphabetical order of their names: floats as
+ *      double, integers as int64_t, unit attributes and enums as int32_t,
+ *      integer arrays as a shape id (the array stored like a shape), a
+ *      type as a loomrt_dtype, and #train.* attributes as their parameters
+ *      in declaration order.
+ * All tensors are dense and row-major.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef LOOMRT_LOOMRT_H
+#define LOOMRT_LOOMRT_H
+
+#include <stddef.h> /* size_t and ptrdiff_t, used by generated loops */
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct loomrt_ctx loomrt_ctx;
+typedef struct loomrt_buf loomrt_buf;
+
+typedef enum loomrt_dtype {
+  LOOMRT_F32 = 0,
+  LOOMRT_BF16 = 1,
+  LOOMRT_I32 = 2,
+  LOOMRT_I64 = 3,
+} loomrt_dtype;
+
+/* What a persistent tensor is for. */
+typedef enum loomrt_role {
+  LOOMRT_PARAM = 0,     /* trainable parameter, initialized by its init */
+  LOOMRT_STATE = 1,     /* optimizer state, zero at the first step */
+  LOOMRT_INPUT = 2,     /* filled by the data loader before each step */
+  LOOMRT_ITERATION = 3, /* f32 scalar: the 0-based optimizer step */
+  LOOMRT_LOSS = 4,      /* f32 scalar written by the step */
+} loomrt_role;
+
+/* Initializers, in the order of #train.init's kinds. */
+typedef enum loomrt_init {
+  LOOMRT_INIT_NORMAL = 0,
+  LOOMRT_INIT_UNIFORM = 1,
+  LOOMRT_INIT_ZEROS = 2,
+  LOOMRT_INIT_ONES = 3,
+  LOOMRT_INIT_CONSTANT = 4,
+} loomrt_init;
+
+typedef struct loomrt_tensor_desc {
+  const char *name;
+  int32_t role;      /* loomrt_role */
+  int32_t dtype;     /* loomrt_dtype */
+  int64_t shape;     /* shape id */
+  int32_t init;      /* loomrt_init, for parameters */
+  double init_value; /* std (normal), bound (uniform) or the constant */
+  /* For integer inputs: values lie in [0, bound) (the vocabulary or the
+     number of classes of the op that consumes them); 0 when unknown. */
+  int64_t bound;
+} loomrt_tensor_desc;
+
+typedef struct loomrt_function {
+  const char *name;
+  int64_t arena_bytes; /* peak of the memory plan */
+  void (*run)(loomrt_ctx *);
+} loomrt_function;
+
+typedef struct loomrt_program {
+  const char *name;
+  const loomrt_tensor_desc *tensors;
+  int64_t num_tensors;
+  const int64_t *shapes;
+  int64_t num_shape_words;
+  loomrt_function step; /* forward, backward, optimizer update */
+  loomrt_function eval; /* forward only: the loss on a batch */
+} loomrt_program;
+
+/* Runs the training loop of `program` with the command line of the
+   generated executable (see `--help`). Returns the process exit code. */
+int loomrt_main(int argc, char **argv, const loomrt_program *program);
+
+/*===--- Buffers ----------------------------------------------------------===*/
+
+/* The persistent tensor at `index` of the program's tensor table. */
+loomrt_buf *loomrt_tensor(loomrt_ctx *ctx, int32_t index);
+/* The arena of the running function, `offset` bytes in. */
+loomrt_buf *loomrt_scratch(loomrt_ctx *ctx, int64_t offset);
+/* `base` advanced by `offset` bytes (a slice of a stacked tensor). */
+loomrt_buf *loomrt_view(loomrt_ctx *ctx, loomrt_buf *base, int64_t offset);
+loomrt_buf *loomrt_null(loomrt_ctx *ctx);
+void loomrt_copy(loomrt_ctx *ctx, loomrt_buf *dst, loomrt_buf *src,
+                 int64_t bytes);
+/* Every element of `dst` (of shape `shape`) set to `value`. */
+void loomrt_fill(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
+                 double value);
+void loomrt_sync(loomrt_ctx *ctx);
+
+/*===--- Kernels (one per train op, see the rule above) -------------------===*/
+
+void loomrt_matmul(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t, int32_t transpose_lhs,
+                   int32_t transpose_rhs);
+void loomrt_add(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
+void loomrt_sub(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
+void loomrt_mul(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
+void loomrt_div(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
+void loomrt_relu(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_gelu(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_silu(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_tanh(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_exp(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_log(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_sqrt(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_rsqrt(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_relu_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_gelu_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_silu_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_tanh_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *y, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_scale(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, double factor);
+void loomrt_convert(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int32_t element_type);
+void loomrt_reduce(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t dims, int32_t kind);
+void loomrt_broadcast(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t dims);
+void loomrt_sum_to(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_reduce_max_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *max, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t,
+                            int64_t dims);
+void loomrt_softmax(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_softmax_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *y, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_layer_norm(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *beta, int64_t, int64_t, int64_t, int64_t,
+                       double epsilon);
+void loomrt_layer_norm_grad(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *dgamma, loomrt_buf *dbeta, loomrt_buf *in, loomrt_buf *gamma,
+                            loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_rms_norm(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *gamma, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_rms_norm_grad(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *dgamma, loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad, int64_t,
+                          int64_t, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_attention(loomrt_ctx *, loomrt_buf *out, loomrt_buf *q, loomrt_buf *k, loomrt_buf *v, int64_t, int64_t, int64_t, int64_t,
+                      int32_t causal);
+void loomrt_attention_grad(loomrt_ctx *, loomrt_buf *dq, loomrt_buf *dk, loomrt_buf *dv, loomrt_buf *q, loomrt_buf *k, loomrt_buf *v, loomrt_buf *grad,
+                           int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t causal);
+void loomrt_causal_mask(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, double fill);
+void loomrt_embedding(loomrt_ctx *, loomrt_buf *out, loomrt_buf *table, loomrt_buf *ids, int64_t, int64_t, int64_t);
+void loomrt_embedding_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *ids, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_cross_entropy(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels, int64_t, int64_t, int64_t,
+                          int64_t ignore_index);
+void loomrt_cross_entropy_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels, loomrt_buf *grad, int64_t,
+                               int64_t, int64_t, int64_t, int64_t ignore_index);
+void loomrt_dropout(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t stream, int64_t, int64_t, double rate,
+                    int64_t seed);
+void loomrt_transpose(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t permutation);
+void loomrt_slice(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t offsets, int64_t sizes);
+void loomrt_pad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t high, int64_t low);
+void loomrt_lr_schedule(loomrt_ctx *, loomrt_buf *out, loomrt_buf *step, int64_t, int64_t, double lr, int64_t warmup,
+                        int64_t total, int32_t decay, double min_lr);
+void loomrt_global_norm(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t position,
+                        int64_t count);
+void loomrt_clip_factor(loomrt_ctx *, loomrt_buf *out, loomrt_buf *norm, int64_t, int64_t, double max_norm);
+void loomrt_sgd_update(loomrt_ctx *, loomrt_buf *new_param, loomrt_buf *new_momentum, loomrt_buf *param, loomrt_buf *grad,
+                       loomrt_buf *momentum, loomrt_buf *lr, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double momentum_f,
+                       double weight_decay);
+void loomrt_adamw_update(loomrt_ctx *, loomrt_buf *new_param, loomrt_buf *new_m, loomrt_buf *new_v, loomrt_buf *param,
+                         loomrt_buf *grad, loomrt_buf *m, loomrt_buf *v, loomrt_buf *lr, loomrt_buf *step, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, double beta1, double beta2, double eps,
+                         double config_weight_decay, double weight_decay);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOMRT_LOOMRT_H */

@@ -1,0 +1,189 @@
+//===- loomc.cpp - the Loom driver ------------------------------------------===//
+//
+// loomc MODEL.mlir [options] -o OUT: runs the Loom pipeline (verify,
+// autodiff, optimizer), lowers the training step to EmitC, prints it as C++
+// with MLIR's C++ emitter, and compiles and links it against the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "codegen/Passes.h"
+#include "dialects/train/TrainDialect.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/Cpp/CppEmitter.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory loomcCategory("loomc options");
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.mlir"),
+                                      cl::Required, cl::cat(loomcCategory));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+                                       cl::value_desc("OUT"), cl::init("-"),
+                                       cl::cat(loomcCategory));
+
+enum class Emit { MLIR, Cpp, Exe };
+static cl::opt<Emit> emit(
+    "emit", cl::desc("Stop after a phase"), cl::init(Emit::Exe),
+    cl::values(clEnumValN(Emit::MLIR, "mlir",
+                          "the training step in the train dialect"),
+               clEnumValN(Emit::Cpp, "cpp", "the rank program as C++"),
+               clEnumValN(Emit::Exe, "exe", "an executable (default)")),
+    cl::cat(loomcCategory));
+
+static cl::opt<std::string> dumpPhases(
+    "dump-phases", cl::desc("Write every phase's IR into DIR"),
+    cl::value_desc("DIR"), cl::cat(loomcCategory));
+
+enum class Target { Host };
+static cl::opt<Target> target(
+    "target", cl::desc("Runtime backend the executable links against"),
+    cl::init(Target::Host),
+    cl::values(clEnumValN(Target::Host, "host", "OpenBLAS and C++ kernels")),
+    cl::cat(loomcCategory));
+
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "loomc: error: " << message << "\n";
+  return 1;
+}
+
+static LogicalResult writeFile(StringRef path, StringRef text) {
+  std::string error;
+  auto out = openOutputFile(path, &error);
+  if (!out) {
+    llvm::errs() << "loomc: error: " << error << "\n";
+    return failure();
+  }
+  out->os() << text;
+  out->keep();
+  return success();
+}
+
+static std::string print(Operation *op) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  op->print(os);
+  return text;
+}
+
+/// Writes `text` as the phase file `name` when --dump-phases is given.
+static LogicalResult dumpPhase(StringRef name, StringRef text) {
+  if (dumpPhases.empty())
+    return success();
+  if (std::error_code ec = llvm::sys::fs::create_directories(dumpPhases))
+    return fail("cannot create '" + dumpPhases + "': " + ec.message()),
+           failure();
+  llvm::SmallString<256> path(dumpPhases);
+  llvm::sys::path::append(path, name);
+  return writeFile(path, text);
+}
+
+/// Compiles `cpp` into the executable `out` with the host C++ compiler.
+static int buildExecutable(StringRef cpp, StringRef out) {
+  const char *cxxEnv = std::getenv("CXX");
+  llvm::ErrorOr<std::string> cxx =
+      llvm::sys::findProgramByName(cxxEnv && *cxxEnv ? cxxEnv : "c++");
+  if (!cxx)
+    return fail("no C++ compiler found (install g++ or set CXX)");
+  llvm::SmallString<128> source;
+  int fd;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("loom-program", "cpp", fd, source))
+    return fail("cannot create a temporary file: " + ec.message());
+  {
+    llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+    os << cpp;
+  }
+  llvm::FileRemover remove(source);
+  std::vector<std::string> args = {*cxx,
+                                   "-O2",
+                                   "-std=c++17",
+                                   "-w",
+                                   "-I" LOOM_RUNTIME_INCLUDE_DIR,
+                                   std::string(source),
+                                   LOOM_RUNTIME_HOST_LIBRARY,
+                                   "-L" LOOM_LLVM_LIBRARY_DIR,
+                                   "-Wl,-rpath," LOOM_LLVM_LIBRARY_DIR,
+                                   "-lLLVM",
+                                   LOOM_OPENBLAS_LIBRARY,
+                                   "-lm",
+                                   "-o",
+                                   out.str()};
+  std::vector<StringRef> argv(args.begin(), args.end());
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(*cxx, argv, std::nullopt, {}, 0, 0,
+                                     &error);
+  if (rc != 0)
+    return fail("the C++ compiler (" + *cxx + ") failed" +
+                (error.empty() ? llvm::Twine("") : ": " + error) +
+                "; the generated C++ is printed by --emit=cpp");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(loomcCategory);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "loomc: compile a train-dialect model into a "
+                              "training executable\n");
+  if (emit == Emit::Exe && outputFile == "-")
+    return fail("an executable needs an output file (-o OUT)");
+
+  DialectRegistry registry;
+  registry.insert<loom::train::TrainDialect, arith::ArithDialect,
+                  func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  std::string error;
+  auto input = openInputFile(inputFile, &error);
+  if (!input)
+    return fail(error);
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+  if (failed(dumpPhase("0-input.mlir", print(*module))))
+    return 1;
+
+  PassManager pm(&context);
+  loom::buildLoomPipeline(pm, loom::LoomOptions());
+  if (failed(pm.run(*module)))
+    return 1;
+  std::string step = print(*module);
+  if (failed(dumpPhase("1-training-step.mlir", step)))
+    return 1;
+  if (emit == Emit::MLIR)
+    return failed(writeFile(outputFile, step)) ? 1 : 0;
+
+  PassManager codegen(&context);
+  loom::codegen::buildCodegenPipeline(codegen);
+  if (failed(codegen.run(*module)))
+    return 1;
+  if (failed(dumpPhase("2-emitc.mlir", print(*module))))
+    return 1;
+  std::string cpp;
+  llvm::raw_string_ostream os(cpp);
+  if (failed(emitc::translateToCpp(*module, os)))
+    return 1;
+  os.flush();
+  if (failed(dumpPhase("3-program.cpp", cpp)))
+    return 1;
+  if (emit == Emit::Cpp)
+    return failed(writeFile(outputFile, cpp)) ? 1 : 0;
+  return buildExecutable(cpp, outputFile);
+}
