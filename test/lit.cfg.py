@@ -9,7 +9,7 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "loomtest.py", "opcheck.py", "__pycache__"]
 
 # Every FileCheck variable is local to its CHECK-LABEL block.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
@@ -25,7 +25,7 @@ config.substitutions.append(
      os.path.join(config.loom_src_root, "tools", "loom-gen", "loom-gen.py")))
 
 tool_dirs = [os.path.join(config.loom_obj_root, "bin"), config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["loom-opt"], tool_dirs)
+llvm_config.add_tool_substitutions(["loom-opt", "loomc"], tool_dirs)
 
 # `--verify-roundtrip` over the whole suite: LOOM_VERIFY_ROUNDTRIP=1 makes every
 # loom-opt invocation also check that its output prints, parses and prints

@@ -144,7 +144,7 @@ struct Options {
   int64_t logEvery = 0;
   uint64_t seed = 0;
   double lr = 0.0;
-  std::string data, metrics, initFrom, exportTo;
+  std::string data, metrics, initFrom, exportTo, inputs;
 };
 
 const char *kUsage =
@@ -156,6 +156,7 @@ const char *kUsage =
     "  --log-every K        print progress every K steps\n"
     "  --metrics FILE       write one JSON object per step to FILE\n"
     "  --init-from FILE     initial parameters from a safetensors file\n"
+    "  --inputs FILE        the inputs of every step from a safetensors file\n"
     "  --export FILE        write the final parameters as safetensors\n"
     "  --seed S             seed of initialization, data order and dropout\n"
     "  --lr X               base learning rate (overrides the model's)\n";
@@ -200,6 +201,8 @@ Options parseOptions(int argc, char **argv) {
       o.metrics = value(i);
     } else if (a == "--init-from") {
       o.initFrom = value(i);
+    } else if (a == "--inputs") {
+      o.inputs = value(i);
     } else if (a == "--export") {
       o.exportTo = value(i);
     } else {
@@ -220,7 +223,9 @@ std::string readFile(const std::string &path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void loadSafetensors(loomrt_ctx *ctx, const std::string &path) {
+/// Reads the tensors of `role` (parameters or inputs) from a safetensors
+/// file; each must be there with the model's shape and element type.
+void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
   std::string bytes = readFile(path);
   if (bytes.size() < 8)
     fail("'" + path + "' is not a safetensors file (too short)");
@@ -240,13 +245,14 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path) {
   const loomrt_program *p = ctx->program;
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
-    if (d.role != LOOMRT_PARAM)
+    if (d.role != role)
       continue;
     const llvm::json::Object *e = entries->getObject(d.name);
     if (!e)
       fail("'" + path + "' has no tensor '" + d.name + "'");
-    if (e->getString("dtype") != "F32")
-      fail("'" + path + "': tensor '" + d.name + "' must be F32");
+    const char *dtype = d.dtype == LOOMRT_I32 ? "I32" : "F32";
+    if (e->getString("dtype") != dtype)
+      fail("'" + path + "': tensor '" + d.name + "' must be " + dtype);
     Shape s = shapeOf(ctx, d.shape);
     const llvm::json::Array *shape = e->getArray("shape");
     bool same = shape && int64_t(shape->size()) == s.rank;
@@ -258,7 +264,7 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path) {
     const llvm::json::Array *offsets = e->getArray("data_offsets");
     int64_t begin = offsets ? (*offsets)[0].getAsInteger().value_or(-1) : -1;
     int64_t end = offsets ? (*offsets)[1].getAsInteger().value_or(-1) : -1;
-    int64_t want = s.numel() * 4;
+    int64_t want = s.numel() * dtypeBytes(d.dtype);
     if (begin < 0 || end - begin != want || size_t(end) > dataSize)
       fail("'" + path + "': tensor '" + d.name + "' has bad data offsets");
     std::memcpy(ctx->tensors[t], data + begin, size_t(want));
@@ -487,10 +493,15 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
     initialize(&ctx, d, ctx.tensors.back());
   }
   if (!o.initFrom.empty())
-    loadSafetensors(&ctx, o.initFrom);
+    loadSafetensors(&ctx, o.initFrom, LOOMRT_PARAM);
+  bool fixedInputs = !o.inputs.empty();
+  if (fixedInputs)
+    loadSafetensors(&ctx, o.inputs, LOOMRT_INPUT);
   int64_t arenaBytes = std::max(p->step.arena_bytes, p->eval.arena_bytes);
   ctx.arena = allocate(&ctx, arenaBytes);
-  Data data = prepareData(&ctx, o);
+  Data data = fixedInputs ? Data() : prepareData(&ctx, o);
+  if (fixedInputs && o.evalEvery)
+    fail("--eval-every needs held-out data, not fixed --inputs");
   int32_t lossIndex = findRole(p, LOOMRT_LOSS);
   int32_t iterIndex = findRole(p, LOOMRT_ITERATION);
   if (lossIndex < 0 || iterIndex < 0)
@@ -526,7 +537,8 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
     firstEval = evaluate(&ctx, data, lossIndex);
   for (int64_t step = 0; step < o.steps; ++step) {
     ctx.step = step;
-    fillInputs(&ctx, data, step, /*eval=*/false);
+    if (!fixedInputs)
+      fillInputs(&ctx, data, step, /*eval=*/false);
     reinterpret_cast<float *>(ctx.tensors[iterIndex])[0] = float(step);
     auto start = std::chrono::steady_clock::now();
     p->step.run(&ctx);

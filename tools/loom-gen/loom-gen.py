@@ -61,13 +61,20 @@ def generate(a):
         opt = (f"#train.adamw<beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, "
                f"weight_decay = {a.weight_decay}>")
     else:
-        opt = f"#train.sgd<momentum = 0.9, weight_decay = {a.weight_decay}>"
-    sched = (f"#train.schedule<lr = {a.lr}, warmup = {a.warmup}, "
-             f"total = {a.total}, decay = cosine, min_lr = {a.lr / 10}>")
+        opt = (f"#train.sgd<momentum = {a.momentum}, "
+               f"weight_decay = {a.weight_decay}>")
+    if a.decay == "constant":
+        sched = f"#train.schedule<lr = {a.lr}, warmup = {a.warmup}>"
+    else:
+        sched = (f"#train.schedule<lr = {a.lr}, warmup = {a.warmup}, "
+                 f"total = {a.total}, decay = {a.decay}, min_lr = {a.lr / 10}>")
     emit(f"train.model @{a.name} attributes {{")
     emit(f"    optimizer = {opt},")
-    emit(f"    schedule = {sched},")
-    emit(f"    clip_norm = 1.0 : f64}} {{")
+    if a.clip > 0:
+        emit(f"    schedule = {sched},")
+        emit(f"    clip_norm = {a.clip} : f64}} {{")
+    else:
+        emit(f"    schedule = {sched}}} {{")
 
     def param(name, shape, init, no_decay=False):
         nd = " no_decay" if no_decay else ""
@@ -168,6 +175,10 @@ def main():
     p.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--momentum", type=float, default=0.9, help="for --optimizer sgd")
+    p.add_argument("--clip", type=float, default=1.0,
+                   help="global gradient-norm clip (0: none)")
+    p.add_argument("--decay", choices=["cosine", "linear", "constant"], default="cosine")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--total", type=int, default=300,
                    help="step at which the cosine decay reaches min_lr")

@@ -1,0 +1,88 @@
+"""Helpers for the tests that build and run Loom programs: safetensors
+files, building a model with loomc, running it and reading what it wrote."""
+
+import json
+import os
+import struct
+import subprocess
+import tempfile
+
+import numpy as np
+
+DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.int32): "I32"}
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name, array in tensors.items():
+        array = np.asarray(array, order="C")
+        data = array.tobytes()
+        header[name] = {"dtype": DTYPES[array.dtype], "shape": list(array.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + size])
+    data = raw[8 + size:]
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        dtype = {"F32": np.float32, "I32": np.int32}[entry["dtype"]]
+        out[name] = np.frombuffer(data[begin:end], dtype=dtype).reshape(entry["shape"])
+    return out
+
+
+class Program:
+    """A model compiled by loomc into an executable in a temporary folder."""
+
+    def __init__(self, loomc, mlir_text, name="model"):
+        self.dir = tempfile.mkdtemp(prefix="loom-test-")
+        self.mlir = os.path.join(self.dir, name + ".mlir")
+        with open(self.mlir, "w") as f:
+            f.write(mlir_text)
+        self.exe = os.path.join(self.dir, name)
+        result = subprocess.run([loomc, self.mlir, "-o", self.exe],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"loomc failed on {self.mlir}:\n{result.stderr}")
+
+    def run(self, steps=1, params=None, inputs=None, extra=()):
+        """Runs `steps` steps; returns (per-step metrics, exported params)."""
+        args = [self.exe, "--steps", str(steps), "--log-every", "1000000"]
+        metrics = os.path.join(self.dir, "metrics.jsonl")
+        exported = os.path.join(self.dir, "export.safetensors")
+        args += ["--metrics", metrics, "--export", exported]
+        if params is not None:
+            path = os.path.join(self.dir, "init.safetensors")
+            write_safetensors(path, params)
+            args += ["--init-from", path]
+        if inputs is not None:
+            path = os.path.join(self.dir, "inputs.safetensors")
+            write_safetensors(path, inputs)
+            args += ["--inputs", path]
+        args += list(extra)
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        result = subprocess.run(args, capture_output=True, text=True, env=env)
+        if result.returncode != 0:
+            raise RuntimeError(f"{self.exe} failed:\n{result.stdout}{result.stderr}")
+        with open(metrics) as f:
+            rows = [json.loads(line) for line in f]
+        return rows, read_safetensors(exported)
+
+
+def mlir_type(shape, element="f32"):
+    return "tensor<" + "".join(f"{d}x" for d in shape) + element + ">"

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Every op's forward and backward kernel, through the whole compiler.
+
+For each case the model is loss = sum(y * r), y the op applied to parameters
+(and fixed inputs), r a parameter of random weights. One SGD step with
+learning rate 1 from known parameters p0 gives the gradients exactly as
+p0 - p1, so:
+  - the gradient with respect to r is y itself: checked against a NumPy
+    reference of the op computed here in float64 (the forward kernel);
+  - the gradients with respect to the op's parameters (the backward kernels
+    reached through autodiff) are checked against central finite
+    differences of that reference loss, in float64;
+  - the step-0 loss is checked against the reference loss.
+Tolerances: forward and loss within 1e-4 relative + 1e-5 absolute (float32
+kernels, float64 reference); gradients within 1e-3 relative + 1e-4
+absolute of the finite differences (float32 accumulation over at most a few
+dozen terms; the differences themselves are exact to ~1e-9).
+"""
+
+import argparse
+import math
+import sys
+
+import numpy as np
+
+from loomtest import Program, mlir_type
+
+rng = np.random.default_rng(1234)
+
+
+def normal(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def positive(*shape):
+    return (np.abs(rng.standard_normal(shape)) + 0.5).astype(np.float32)
+
+
+def gelu(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def attention(q, k, v, causal):
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        n = s.shape[-1]
+        s = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, s)
+    return softmax(s) @ v
+
+
+def cross_entropy(logits, labels, ignore=-100):
+    p = softmax(logits.reshape(-1, logits.shape[-1]))
+    labels = labels.reshape(-1)
+    keep = labels != ignore
+    if not keep.any():
+        return np.float64(0.0)
+    return -np.log(p[keep, labels[keep]]).sum() / keep.sum()
+
+
+class Case:
+    def __init__(self, name, params, body, ref, inputs=None, fd=True):
+        self.name, self.params, self.body, self.ref = name, params, body, ref
+        self.inputs = inputs or {}
+        self.fd = fd
+
+
+def cases():
+    c = []
+    ab = lambda sa, sb, f=normal, g=normal: {"a": f(*sa), "b": g(*sb)}
+    def mm(name, sa, sb, attrs, ref):
+        c.append(Case(name, ab(sa, sb),
+                      f"%y = train.matmul %a, %b{attrs} : {mlir_type(sa)}, {mlir_type(sb)}",
+                      lambda p: ref(p["a"], p["b"])))
+    mm("matmul", (3, 4), (4, 5), "", lambda a, b: a @ b)
+    mm("matmul_transposed", (4, 3), (5, 4), " transpose_lhs transpose_rhs",
+       lambda a, b: a.T @ b.T)
+    mm("matmul_shared_rhs", (2, 3, 4), (4, 5), "", lambda a, b: a @ b)
+    mm("matmul_shared_rhs_transposed", (2, 4, 3), (5, 4), " transpose_lhs transpose_rhs",
+       lambda a, b: np.swapaxes(a, -1, -2) @ b.T)
+    mm("matmul_batched", (2, 3, 4), (2, 4, 5), "", lambda a, b: a @ b)
+    mm("matmul_batched_transposed", (2, 3, 4), (2, 5, 4), " transpose_rhs",
+       lambda a, b: a @ np.swapaxes(b, -1, -2))
+
+    def binary(op, sa, sb, ref, g=normal):
+        c.append(Case(f"{op}_{'x'.join(map(str, sa))}_{'x'.join(map(str, sb))}",
+                      ab(sa, sb, normal, g),
+                      f"%y = train.{op} %a, %b : {mlir_type(sa)}, {mlir_type(sb)}",
+                      lambda p: ref(p["a"].astype(np.float64), p["b"].astype(np.float64))))
+    binary("add", (2, 3, 4), (4,), lambda a, b: a + b)
+    binary("sub", (2, 3, 4), (3, 1), lambda a, b: a - b)
+    binary("mul", (2, 3, 4), (2, 1, 4), lambda a, b: a * b)
+    binary("div", (3, 4), (4,), lambda a, b: a / b, g=positive)
+    binary("mul", (3, 4), (3, 4), lambda a, b: a * b)
+
+    unary = [("relu", normal, lambda x: np.maximum(x, 0)),
+             ("gelu", normal, gelu),
+             ("silu", normal, lambda x: x / (1 + np.exp(-x))),
+             ("tanh", normal, np.tanh),
+             ("exp", normal, np.exp),
+             ("log", positive, np.log),
+             ("sqrt", positive, np.sqrt),
+             ("rsqrt", positive, lambda x: 1 / np.sqrt(x))]
+    for op, gen, ref in unary:
+        c.append(Case(op, {"a": gen(3, 5)},
+                      f"%y = train.{op} %a : {mlir_type((3, 5))}",
+                      lambda p, ref=ref: ref(p["a"].astype(np.float64))))
+    c.append(Case("scale", {"a": normal(3, 5)},
+                  f"%y = train.scale %a by -0.75 : {mlir_type((3, 5))}",
+                  lambda p: -0.75 * p["a"].astype(np.float64)))
+
+    s = (2, 3, 4)
+    c.append(Case("reduce_sum", {"a": normal(*s)},
+                  f"%y = train.reduce sum %a dims [1] : {mlir_type(s)}",
+                  lambda p: p["a"].astype(np.float64).sum(axis=1)))
+    c.append(Case("reduce_mean", {"a": normal(*s)},
+                  f"%y = train.reduce mean %a dims [0, 2] : {mlir_type(s)}",
+                  lambda p: p["a"].astype(np.float64).mean(axis=(0, 2))))
+    c.append(Case("reduce_max", {"a": normal(*s)},
+                  f"%y = train.reduce max %a dims [2] : {mlir_type(s)}",
+                  lambda p: p["a"].astype(np.float64).max(axis=2)))
+    c.append(Case("broadcast", {"a": normal(3)},
+                  f"%y = train.broadcast %a dims [1] : {mlir_type((3,))} -> {mlir_type(s)}",
+                  lambda p: np.broadcast_to(p["a"].astype(np.float64)[None, :, None], s)))
+    c.append(Case("softmax", {"a": normal(3, 5)},
+                  f"%y = train.softmax %a : {mlir_type((3, 5))}",
+                  lambda p: softmax(p["a"].astype(np.float64))))
+
+    def layer_norm(x, g, b, eps=1e-5):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / np.sqrt(v + eps) * g + b
+    c.append(Case("layer_norm", {"x": normal(3, 6), "g": normal(6), "b": normal(6)},
+                  f"%y = train.layer_norm %x, %g, %b : {mlir_type((3, 6))}, {mlir_type((6,))}",
+                  lambda p: layer_norm(*(p[k].astype(np.float64) for k in "xgb"))))
+    c.append(Case("rms_norm", {"x": normal(3, 6), "g": normal(6)},
+                  f"%y = train.rms_norm %x, %g : {mlir_type((3, 6))}, {mlir_type((6,))}",
+                  lambda p: p["x"] / np.sqrt((p["x"].astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * p["g"]))
+    q = (1, 2, 4, 3)
+    for causal in (True, False):
+        c.append(Case("attention" + ("_causal" if causal else ""),
+                      {"q": normal(*q), "k": normal(*q), "v": normal(*q)},
+                      f"%y = train.attention %q, %k, %v{' causal' if causal else ''} : {mlir_type(q)}",
+                      lambda p, causal=causal: attention(*(p[k].astype(np.float64) for k in "qkv"), causal)))
+    c.append(Case("causal_mask", {"a": normal(2, 4, 4)},
+                  f"%y = train.causal_mask %a fill 0.5 : {mlir_type((2, 4, 4))}",
+                  lambda p: np.where(np.triu(np.ones((4, 4), bool), 1), 0.5, p["a"].astype(np.float64))))
+    ids = np.array([[0, 3, 6], [3, 3, 1]], np.int32)
+    c.append(Case("embedding", {"t": normal(7, 3)},
+                  f"%y = train.embedding %t, %ids : {mlir_type((7, 3))}, {mlir_type((2, 3), 'i32')}",
+                  lambda p: p["t"].astype(np.float64)[ids], inputs={"ids": ids}))
+    labels = np.array([4, 0, -100, 2, 2, 1], np.int32)
+    c.append(Case("cross_entropy", {"a": normal(6, 5)},
+                  f"%y = train.cross_entropy %a, %labels : {mlir_type((6, 5))}, {mlir_type((6,), 'i32')}",
+                  lambda p: cross_entropy(p["a"].astype(np.float64), labels),
+                  inputs={"labels": labels}))
+    c.append(Case("transpose", {"a": normal(2, 3, 4)},
+                  f"%y = train.transpose %a [2, 0, 1] : {mlir_type((2, 3, 4))}",
+                  lambda p: np.transpose(p["a"].astype(np.float64), (2, 0, 1))))
+    c.append(Case("slice", {"a": normal(3, 5)},
+                  f"%y = train.slice %a offsets [1, 1] sizes [2, 3] : {mlir_type((3, 5))}",
+                  lambda p: p["a"].astype(np.float64)[1:3, 1:4]))
+    c.append(Case("reshape", {"a": normal(2, 6)},
+                  f"%r0 = train.reshape %a : {mlir_type((2, 6))} -> {mlir_type((3, 4))}\n"
+                  f"  %y = train.tanh %r0 : {mlir_type((3, 4))}",
+                  lambda p: np.tanh(p["a"].astype(np.float64).reshape(3, 4))))
+    c.append(Case("repeat", {"h": normal(2, 4), "w": normal(3, 4, 4) * 0.5, "b": normal(4)},
+                  REPEAT, lambda p: repeat_ref(p)))
+    return c
+
+
+REPEAT = """%y = train.repeat 3 carry(%h : tensor<2x4xf32>) stacked(%w : tensor<3x4x4xf32>)
+      invariant(%b : tensor<4xf32>) : (tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<2x4xf32>, %wi: tensor<4x4xf32>, %bi: tensor<4xf32>):
+    %m = train.matmul %c, %wi : tensor<2x4xf32>, tensor<4x4xf32>
+    %z = train.add %m, %bi : tensor<2x4xf32>, tensor<4xf32>
+    %t = train.tanh %z : tensor<2x4xf32>
+    train.yield carry(%t : tensor<2x4xf32>)
+  }"""
+
+
+def repeat_ref(p):
+    h = p["h"].astype(np.float64)
+    for layer in range(3):
+        h = np.tanh(h @ p["w"][layer] + p["b"])
+    return h
+
+
+def model_text(case, y_shape):
+    lines = ["train.model @check attributes {optimizer = #train.sgd<>, "
+             "schedule = #train.schedule<lr = 1.0>} {"]
+    for name, value in case.params.items():
+        lines.append(f'  %{name} = train.param "{name}" init(#train.init<zeros>) : '
+                     f"{mlir_type(value.shape)}")
+    for name, value in case.inputs.items():
+        lines.append(f'  %{name} = train.input "{name}" : {mlir_type(value.shape, "i32")}')
+    yt = mlir_type(y_shape)
+    lines.append(f'  %r = train.param "r" init(#train.init<zeros>) : {yt}')
+    lines.append("  " + case.body)
+    lines.append(f"  %p = train.mul %y, %r : {yt}, {yt}")
+    dims = ", ".join(str(i) for i in range(len(y_shape)))
+    lines.append(f"  %l = train.reduce sum %p dims [{dims}] : {yt}")
+    lines.append("  train.output loss(%l : tensor<f32>)")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def finite_differences(f, params, name, h=1e-5):
+    base = {k: v.astype(np.float64) for k, v in params.items()}
+    grad = np.zeros_like(base[name])
+    flat = base[name].reshape(-1)
+    for i in range(flat.size):
+        old = flat[i]
+        flat[i] = old + h
+        up = f(base)
+        flat[i] = old - h
+        down = f(base)
+        flat[i] = old
+        grad.reshape(-1)[i] = (up - down) / (2 * h)
+    return grad
+
+
+def check(loomc, case):
+    y_ref = np.asarray(case.ref(case.params), np.float64)
+    r = normal(*y_ref.shape) if y_ref.shape else np.array(normal(1)[0])
+    params = dict(case.params, r=r.astype(np.float32))
+    program = Program(loomc, model_text(case, y_ref.shape), case.name)
+    rows, exported = program.run(steps=1, params=params,
+                                 inputs=case.inputs or None)
+    problems = []
+
+    def close(what, got, want, rtol, atol):
+        got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        err = np.abs(got - want) - (atol + rtol * np.abs(want))
+        if err.max() > 0:
+            i = int(np.argmax(err))
+            problems.append(f"{what}: element {i}: {got.reshape(-1)[i]:.7g} "
+                            f"vs {want.reshape(-1)[i]:.7g}")
+
+    loss_ref = float((y_ref * r).sum())
+    close("loss", rows[0]["loss"], loss_ref, 1e-4, 1e-5)
+    grads = {k: params[k].astype(np.float64) - exported[k].astype(np.float64)
+             for k in params}
+    close("forward (gradient of r)", grads["r"], y_ref, 1e-4, 1e-5)
+    loss = lambda p: float((np.asarray(case.ref(p), np.float64) * r).sum())
+    for name in case.params:
+        fd = finite_differences(loss, case.params, name)
+        close(f"gradient of {name}", grads[name], fd, 1e-3, 1e-4)
+    return problems
+
+
+def check_dropout(loomc):
+    """Dropout has no reference mask to compare with: check its defining
+    properties instead. Each element is either dropped or scaled by
+    1/(1-rate); the gradient uses the same mask; about `rate` are dropped;
+    a different seed gives a different mask."""
+    shape, rate = (64, 64), 0.25
+    case = Case("dropout", {"a": positive(*shape)},
+                f"%y = train.dropout %a rate {rate} seed 5 : {mlir_type(shape)}",
+                None)
+    program = Program(loomc, model_text(case, shape), "dropout")
+    r = normal(*shape)
+    params = {"a": case.params["a"], "r": r}
+    _, exported = program.run(steps=1, params=params)
+    y = params["r"].astype(np.float64) - exported["r"]
+    ga = params["a"].astype(np.float64) - exported["a"]
+    a = params["a"].astype(np.float64)
+    kept = np.abs(y) > 0
+    problems = []
+    if not np.allclose(y[kept], a[kept] / (1 - rate), rtol=1e-5, atol=1e-6):
+        problems.append("kept elements are not scaled by 1/(1-rate)")
+    if not np.allclose(ga, np.where(kept, r / (1 - rate), 0), rtol=1e-4, atol=1e-5):
+        problems.append("the gradient does not use the forward mask")
+    dropped = 1 - kept.mean()
+    if abs(dropped - rate) > 0.03:
+        problems.append(f"dropped fraction {dropped:.3f}, expected {rate}")
+    _, other = program.run(steps=1, params=params, extra=["--seed", "9"])
+    if np.array_equal(params["r"] - other["r"], y.astype(np.float32)):
+        problems.append("--seed does not change the mask")
+    return problems
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--loomc", required=True)
+    parser.add_argument("--only", help="run the cases whose name contains this")
+    args = parser.parse_args()
+    failures = 0
+    for case in cases():
+        if args.only and args.only not in case.name:
+            continue
+        problems = check(args.loomc, case)
+        print(f"{'ok  ' if not problems else 'FAIL'} {case.name}")
+        for p in problems:
+            print("     " + p)
+        failures += bool(problems)
+    if not args.only or "dropout" in args.only:
+        problems = check_dropout(args.loomc)
+        print(f"{'ok  ' if not problems else 'FAIL'} dropout")
+        for p in problems:
+            print("     " + p)
+        failures += bool(problems)
+    print(f"{failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
