@@ -6,7 +6,8 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
 PACKAGES=(cmake ninja-build g++ python3
           llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-          libopenmpi-dev openmpi-bin libopenblas-dev)
+          libopenmpi-dev openmpi-bin libopenblas-dev
+          python3-numpy python3-torch wamerican)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -9,7 +9,8 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "loomtest.py", "opcheck.py", "__pycache__"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "loomtest.py", "opcheck.py", "gpt_torch.py",
+                   "check_training.py", "__pycache__"]
 
 # Every FileCheck variable is local to its CHECK-LABEL block.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"

@@ -97,7 +97,7 @@ static int buildExecutable(StringRef cpp, StringRef out) {
   const char *cxxEnv = std::getenv("CXX");
   llvm::ErrorOr<std::string> cxx =
       llvm::sys::findProgramByName(cxxEnv && *cxxEnv ? cxxEnv : "c++");
-  if (!cxx)
+  if (!cxx || !llvm::sys::fs::can_execute(*cxx))
     return fail("no C++ compiler found (install g++ or set CXX)");
   llvm::SmallString<128> source;
   int fd;

@@ -1,0 +1,49 @@
+// RUN: loom-opt %s --loom-pipeline --loom-memory-plan -split-input-file -verify-diagnostics | FileCheck %s
+
+// Liveness-based reuse: the product dies once exp has read it, so the
+// backward's broadcast takes its bytes; reshapes alias their input; the
+// parameter update is written in place (outside the arena, -1); the arena
+// peak is 448 bytes (five 128-byte activations would need 640 without reuse).
+// CHECK-LABEL: train.model @chain
+// CHECK-SAME: loom.peak_bytes = 448
+// CHECK: train.param "w" {{.*}}loom.offsets = array<i64: -1>
+// CHECK: %[[A:.*]] = train.mul {{.*}}loom.offsets = array<i64: 0>
+// CHECK: %[[B:.*]] = train.exp %[[A]] {loom.offsets = array<i64: 128>}
+// CHECK: train.reshape %[[B]] {loom.offsets = array<i64: 128>}
+// CHECK: %[[G:.*]] = train.broadcast {{.*}}loom.offsets = array<i64: 0>
+// CHECK: train.reshape %[[G]] {loom.offsets = array<i64: 0>}
+// CHECK: train.sgd_update {{.*}}loom.offsets = array<i64: -1>
+train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
+  %w = train.param "w" init(#train.init<normal, 1.0>) : tensor<4x8xf32>
+  %x = train.input "x" : tensor<4x8xf32>
+  %a = train.mul %x, %w : tensor<4x8xf32>, tensor<4x8xf32>
+  %b = train.exp %a : tensor<4x8xf32>
+  %c = train.reshape %b : tensor<4x8xf32> -> tensor<32xf32>
+  %l = train.reduce sum %c dims [0] : tensor<32xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+// A repeat body is planned once, for one iteration: its two values take
+// bytes [0, 128) of the arena while the repeat runs, apart from the carry
+// (128) and the saved carries (384).
+// CHECK-LABEL: train.model @stack
+// CHECK: train.repeat 3 saving_carries {{.*}}loom.offsets = array<i64: 128, 384>
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: train.matmul {{.*}}loom.offsets = array<i64: 0>
+// CHECK-NEXT: train.tanh {{.*}}loom.offsets = array<i64: 64>
+// CHECK: train.repeat 3 reverse
+train.model @stack attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
+  %w = train.param "w" init(#train.init<normal, 0.5>) : tensor<3x4x4xf32>
+  %x = train.input "x" : tensor<2x4xf32>
+  %h = train.repeat 3 carry(%x : tensor<2x4xf32>) stacked(%w : tensor<3x4x4xf32>) : (tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<2x4xf32>, %wi: tensor<4x4xf32>):
+    %y = train.matmul %c, %wi : tensor<2x4xf32>, tensor<4x4xf32>
+    %t = train.tanh %y : tensor<2x4xf32>
+    train.yield carry(%t : tensor<2x4xf32>)
+  }
+  %l = train.reduce sum %h dims [0, 1] : tensor<2x4xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
