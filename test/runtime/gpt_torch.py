@@ -60,23 +60,27 @@ def batch(seed=3):
     return tokens, labels
 
 
-def torch_loss(w, tokens, labels):
+def torch_loss(w, tokens, labels, heads=H):
+    """The generated GPT's loss in PyTorch; sizes follow the weights."""
+    layers, d = w["w_qkv"].shape[0], w["wte"].shape[1]
+    b, t = tokens.shape
+    v = w["wte"].shape[0]
     x = w["wte"][torch.as_tensor(tokens, dtype=torch.long)] + w["wpe"]
-    for l in range(L):
-        a = F.layer_norm(x, (D,), w["ln1_g"][l], w["ln1_b"][l], eps=1e-5)
+    for l in range(layers):
+        a = F.layer_norm(x, (d,), w["ln1_g"][l], w["ln1_b"][l], eps=1e-5)
         qkv = a @ w["w_qkv"][l] + w["b_qkv"][l]
-        q, k, v = (qkv[..., i * D:(i + 1) * D].reshape(B, T, H, D // H).transpose(1, 2)
-                   for i in range(3))
-        s = q @ k.transpose(-1, -2) / math.sqrt(D // H)
-        s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
-        att = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(B, T, D)
+        q, k, val = (qkv[..., i * d:(i + 1) * d].reshape(b, t, heads, d // heads)
+                     .transpose(1, 2) for i in range(3))
+        s = q @ k.transpose(-1, -2) / math.sqrt(d // heads)
+        s = s.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), float("-inf"))
+        att = (torch.softmax(s, -1) @ val).transpose(1, 2).reshape(b, t, d)
         x = x + att @ w["w_o"][l] + w["b_o"][l]
-        m = F.layer_norm(x, (D,), w["ln2_g"][l], w["ln2_b"][l], eps=1e-5)
+        m = F.layer_norm(x, (d,), w["ln2_g"][l], w["ln2_b"][l], eps=1e-5)
         f = F.gelu(m @ w["w_fc"][l] + w["b_fc"][l], approximate="tanh")
         x = x + f @ w["w_proj"][l] + w["b_proj"][l]
-    y = F.layer_norm(x, (D,), w["lnf_g"], w["lnf_b"], eps=1e-5)
+    y = F.layer_norm(x, (d,), w["lnf_g"], w["lnf_b"], eps=1e-5)
     logits = y @ w["wte"].T
-    return F.cross_entropy(logits.reshape(-1, V),
+    return F.cross_entropy(logits.reshape(-1, v),
                            torch.as_tensor(labels, dtype=torch.long).reshape(-1),
                            ignore_index=-100)
 
