@@ -4,6 +4,9 @@
 
 #include "llvm/Support/JSON.h"
 
+#include <cblas.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -479,7 +482,26 @@ double evaluate(loomrt_ctx *ctx, const Data &data, int32_t lossIndex) {
 // The training loop
 //===----------------------------------------------------------------------===//
 
+/// OpenBLAS picks its kernels from the CPU model name, and under some
+/// hypervisors (a generic "Intel Xeon Processor") it falls back to the
+/// Prescott kernels, several times slower. When it did and the CPU has AVX2
+/// or AVX-512, run again with the core type named; OPENBLAS_CORETYPE set by
+/// the user is kept.
+static void selectBlasKernels(char **argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") ||
+      std::strcmp(openblas_get_corename(), "Prescott") != 0)
+    return;
+  const char *core = __builtin_cpu_supports("avx512f")  ? "SkylakeX"
+                     : __builtin_cpu_supports("avx2") ? "Haswell"
+                                                      : nullptr;
+  if (!core)
+    return;
+  setenv("OPENBLAS_CORETYPE", core, 1);
+  execv("/proc/self/exe", argv);
+}
+
 int loomrt_main(int argc, char **argv, const loomrt_program *program) {
+  selectBlasKernels(argv);
   Options o = parseOptions(argc, argv);
   loomrt_ctx ctx;
   ctx.program = program;
@@ -507,18 +529,23 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
   if (lossIndex < 0 || iterIndex < 0)
     fail("the program has no loss or step counter");
 
+  // Throughput counts tokens for a language model (the elements of its
+  // 'tokens' input) and samples (the leading dimension of the first input)
+  // otherwise.
   int64_t tokensPerStep = 0, params = 0;
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
     Shape s = shapeOf(&ctx, d.shape);
     if (d.role == LOOMRT_PARAM)
       params += s.numel();
-    if (d.role == LOOMRT_INPUT && tokensPerStep == 0)
-      tokensPerStep = data.tokens == int32_t(t) ? s.numel()
-                                                : (s.rank ? s[0] : 1);
+    if (d.role == LOOMRT_INPUT && !std::strcmp(d.name, "tokens"))
+      tokensPerStep = s.numel();
   }
-  if (data.tokens >= 0)
-    tokensPerStep = shapeOf(&ctx, p->tensors[data.tokens].shape).numel();
+  for (int64_t t = 0; t < p->num_tensors && !tokensPerStep; ++t) {
+    Shape s = shapeOf(&ctx, p->tensors[t].shape);
+    if (p->tensors[t].role == LOOMRT_INPUT)
+      tokensPerStep = s.rank ? s[0] : 1;
+  }
 
   std::FILE *metrics = nullptr;
   if (!o.metrics.empty() && !(metrics = std::fopen(o.metrics.c_str(), "w")))
