@@ -122,17 +122,30 @@ void unaryGrad(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
 
 constexpr float kGeluC = 0.7978845608028654f; // sqrt(2 / pi)
 
-/// tanh through one exp: 1 - 2 / (exp(2x) + 1), exact to float rounding and
-/// several times faster than the libm call.
-float fastTanh(float x) {
-  if (x > 15.0f)
-    return 1.0f;
-  if (x < -15.0f)
-    return -1.0f;
-  return 1.0f - 2.0f / (std::exp(2.0f * x) + 1.0f);
+/// exp(x) for x in [-87, 87], within 2 ulp: x = n ln2 + r, |r| <= ln2/2,
+/// exp(r) by its degree-6 Taylor polynomial, 2^n from the exponent bits.
+/// Branch-free, so loops over it vectorize.
+inline float vexp(float x) {
+  x = std::min(std::max(x, -87.0f), 87.0f);
+  float n = std::nearbyint(x * 1.4426950408889634f);
+  float r = x - n * 0.693145751953125f - n * 1.428606765330187e-06f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  int32_t bits = (int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
 }
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+/// tanh through one exp: 1 - 2 / (exp(2x) + 1).
+inline float fastTanh(float x) { return 1.0f - 2.0f / (vexp(2.0f * x) + 1.0f); }
+
+float sigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
 
 /// Rows of the last dimension: (rows, width).
 std::pair<int64_t, int64_t> rowsOf(const Shape &s) {
@@ -364,7 +377,9 @@ void loomrt_softmax(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
     float mx = *std::max_element(xr, xr + w);
     double sum = 0.0;
     for (int64_t j = 0; j < w; ++j)
-      sum += (yr[j] = std::exp(xr[j] - mx));
+      yr[j] = vexp(xr[j] - mx);
+    for (int64_t j = 0; j < w; ++j)
+      sum += yr[j];
     float inv = float(1.0 / sum);
     for (int64_t j = 0; j < w; ++j)
       yr[j] *= inv;
@@ -499,7 +514,9 @@ void attentionProbs(const float *q, const float *k, int64_t s, int64_t d,
     float mx = *std::max_element(row, row + width);
     double sum = 0.0;
     for (int64_t j = 0; j < width; ++j)
-      sum += (row[j] = std::exp(row[j] - mx));
+      row[j] = vexp(row[j] - mx);
+    for (int64_t j = 0; j < width; ++j)
+      sum += row[j];
     for (int64_t j = 0; j < width; ++j)
       row[j] = float(row[j] / sum);
     for (int64_t j = width; j < s; ++j)
@@ -691,6 +708,15 @@ void loomrt_transpose(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
     strides[d] = own[p[d]];
   const float *x = F(in);
   float *y = F(out);
+  if (o.rank > 1 && p[o.rank - 1] == o.rank - 1) {
+    // The last dimension stays last: move whole rows.
+    int64_t row = o.back();
+    Shape rows{o.rank - 1, o.dims};
+    forEachBroadcast(rows, strides, zero, [&](int64_t i, int64_t ix, int64_t) {
+      std::memcpy(y + i * row, x + ix, row * sizeof(float));
+    });
+    return;
+  }
   forEachBroadcast(o, strides, zero,
                    [&](int64_t i, int64_t ix, int64_t) { y[i] = x[ix]; });
 }
@@ -704,6 +730,14 @@ void loomrt_slice(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
     base += off[d] * strides[d];
   const float *x = F(in) + base;
   float *y = F(out);
+  if (o.rank > 1) {
+    int64_t row = o.back();
+    Shape rows{o.rank - 1, o.dims};
+    forEachBroadcast(rows, strides, zero, [&](int64_t i, int64_t ix, int64_t) {
+      std::memcpy(y + i * row, x + ix, row * sizeof(float));
+    });
+    return;
+  }
   forEachBroadcast(o, strides, zero,
                    [&](int64_t i, int64_t ix, int64_t) { y[i] = x[ix]; });
 }
@@ -718,6 +752,14 @@ void loomrt_pad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
   std::memset(out, 0, o.numel() * sizeof(float));
   const float *x = F(in);
   float *y = F(out) + base;
+  if (s.rank > 1) {
+    int64_t row = s.back();
+    Shape rows{s.rank - 1, s.dims};
+    forEachBroadcast(rows, strides, zero, [&](int64_t i, int64_t iy, int64_t) {
+      std::memcpy(y + iy, x + i * row, row * sizeof(float));
+    });
+    return;
+  }
   forEachBroadcast(s, strides, zero,
                    [&](int64_t i, int64_t iy, int64_t) { y[iy] = x[i]; });
 }
