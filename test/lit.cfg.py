@@ -10,7 +10,8 @@ config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "loomtest.py", "opcheck.py", "gpt_torch.py",
-                   "check_training.py", "__pycache__"]
+                   "check_training.py", "check_pmpi.py", "collectives.cpp",
+                   "pmpi_count.c", "__pycache__"]
 
 # Every FileCheck variable is local to its CHECK-LABEL block.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
@@ -25,8 +26,19 @@ config.substitutions.append(
     ("%loom-gen", config.python_executable + " " +
      os.path.join(config.loom_src_root, "tools", "loom-gen", "loom-gen.py")))
 
+# mpirun as the tests use it: root in CI, more ranks than cores.
+config.substitutions.append(
+    ("%mpirun", "mpirun --allow-run-as-root --oversubscribe --bind-to none"))
+config.substitutions.append(("%timeout", "timeout"))
+# OpenMPI refuses to start inside an OpenMPI job; keep lit's environment
+# free of one.
+for var in list(config.environment):
+    if var.startswith(("OMPI_", "PMIX_")):
+        del config.environment[var]
+
 tool_dirs = [os.path.join(config.loom_obj_root, "bin"), config.llvm_tools_dir]
-llvm_config.add_tool_substitutions(["loom-opt", "loomc"], tool_dirs)
+llvm_config.add_tool_substitutions(
+    ["loom-opt", "loomc", "loomrt-collectives-test"], tool_dirs)
 
 # `--verify-roundtrip` over the whole suite: LOOM_VERIFY_ROUNDTRIP=1 makes every
 # loom-opt invocation also check that its output prints, parses and prints

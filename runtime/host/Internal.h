@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,17 @@ struct loomrt_ctx {
   double lastLr = 0.0;
   int64_t currentBytes = 0;
   int64_t peakBytes = 0;
+
+  // Processes and the mesh (Comm.cpp).
+  int rank = 0, world = 1, localRank = 0;
+  std::vector<int64_t> meshSizes;
+  std::vector<std::string> axisNames;
+  /// Process groups by axis mask, created on first use.
+  std::map<uint32_t, std::shared_ptr<void>> groups;
+  /// Bytes this rank sent, by (collective kind, group axis mask).
+  std::map<std::pair<int, uint32_t>, int64_t> bytesSent;
+  /// Bound on any wait for another rank.
+  double timeoutSeconds = 60.0;
 };
 
 namespace loomrt {
@@ -66,6 +79,14 @@ double normal(uint64_t key);
 /// #train.schedule).
 double evaluateSchedule(double lr, int64_t warmup, int64_t total,
                         int32_t decay, double minLr, double step);
+
+/// What the launcher (mpirun, srun, a PMI launcher) says about this
+/// process, read from its environment.
+struct Launch {
+  std::string launcher = "none";
+  int rank = 0, world = 1, localRank = 0;
+};
+Launch launchFromEnvironment();
 
 } // namespace loomrt
 

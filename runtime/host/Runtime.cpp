@@ -104,6 +104,9 @@ static int64_t dtypeBytes(int32_t dtype) {
 
 extern "C" {
 
+loomrt_ctx *loomrt_create(void) { return new loomrt_ctx(); }
+void loomrt_destroy(loomrt_ctx *ctx) { delete ctx; }
+
 loomrt_buf *loomrt_tensor(loomrt_ctx *ctx, int32_t index) {
   return reinterpret_cast<loomrt_buf *>(ctx->tensors[index]);
 }
@@ -147,6 +150,7 @@ struct Options {
   int64_t logEvery = 0;
   uint64_t seed = 0;
   double lr = 0.0;
+  double timeout = 60.0;
   std::string data, metrics, initFrom, exportTo, inputs;
 };
 
@@ -162,7 +166,8 @@ const char *kUsage =
     "  --inputs FILE        the inputs of every step from a safetensors file\n"
     "  --export FILE        write the final parameters as safetensors\n"
     "  --seed S             seed of initialization, data order and dropout\n"
-    "  --lr X               base learning rate (overrides the model's)\n";
+    "  --lr X               base learning rate (overrides the model's)\n"
+    "  --timeout SECONDS    bound on any wait for another rank (default 60)\n";
 
 Options parseOptions(int argc, char **argv) {
   Options o;
@@ -198,6 +203,12 @@ Options parseOptions(int argc, char **argv) {
       o.lr = std::strtod(v.c_str(), &end);
       if (v.empty() || *end || !(o.lr > 0.0))
         fail("--lr needs a positive number, got '" + v + "'");
+    } else if (a == "--timeout") {
+      std::string v = value(i);
+      char *end = nullptr;
+      o.timeout = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end || !(o.timeout > 0.0))
+        fail("--timeout needs a positive number of seconds, got '" + v + "'");
     } else if (a == "--data") {
       o.data = value(i);
     } else if (a == "--metrics") {
@@ -462,6 +473,22 @@ std::string formatBytes(double bytes) {
   return buf;
 }
 
+/// Bytes sent so far, summed over collective kinds, by mesh axis (a group
+/// of several axes is named by its axes joined with '+').
+llvm::json::Object bytesByAxis(loomrt_ctx *ctx) {
+  llvm::json::Object out;
+  for (auto [key, bytes] : ctx->bytesSent) {
+    std::string name;
+    for (size_t a = 0; a < ctx->axisNames.size(); ++a)
+      if (key.second & (1u << a))
+        name += (name.empty() ? "" : "+") + ctx->axisNames[a];
+    if (const llvm::json::Value *v = out.get(name))
+      bytes += v->getAsInteger().value_or(0);
+    out[name] = bytes;
+  }
+  return out;
+}
+
 double evaluate(loomrt_ctx *ctx, const Data &data, int32_t lossIndex) {
   // The mean loss over a fixed set of held-out batches.
   constexpr int kBatches = 4;
@@ -507,6 +534,11 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
   ctx.program = program;
   ctx.seed = o.seed;
   ctx.lrOverride = o.lr;
+  ctx.timeoutSeconds = o.timeout;
+  // One rank until programs carry their mesh.
+  const char *axis = "world";
+  int64_t one = 1;
+  loomrt_init_mesh(&ctx, 1, &axis, &one);
   const loomrt_program *p = program;
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
@@ -602,7 +634,7 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
                            {"lr", ctx.lastLr},
                            {"tokens_per_s", tps},
                            {"peak_bytes", ctx.peakBytes},
-                           {"bytes_sent", llvm::json::Object{}}};
+                           {"bytes_sent", bytesByAxis(&ctx)}};
       if (evalNow)
         m["eval_loss"] = evalLoss;
       std::string line;
@@ -623,5 +655,6 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
               double(tokensPerStep) * double(o.steps) /
                   std::max(totalSeconds, 1e-9),
               formatBytes(double(ctx.peakBytes)).c_str());
+  loomrt_finalize(&ctx);
   return 0;
 }

@@ -119,10 +119,12 @@ static int buildExecutable(StringRef cpp, StringRef out) {
                                    "-L" LOOM_LLVM_LIBRARY_DIR,
                                    "-Wl,-rpath," LOOM_LLVM_LIBRARY_DIR,
                                    "-lLLVM",
-                                   LOOM_OPENBLAS_LIBRARY,
-                                   "-lm",
-                                   "-o",
-                                   out.str()};
+                                   LOOM_OPENBLAS_LIBRARY};
+  llvm::SmallVector<StringRef> mpi;
+  StringRef(LOOM_MPI_LIBRARIES).split(mpi, ';', -1, /*KeepEmpty=*/false);
+  for (StringRef lib : mpi)
+    args.push_back(lib.str());
+  args.insert(args.end(), {"-lm", "-o", out.str()});
   std::vector<StringRef> argv(args.begin(), args.end());
   std::string error;
   int rc = llvm::sys::ExecuteAndWait(*cxx, argv, std::nullopt, {}, 0, 0,

@@ -104,6 +104,77 @@ typedef struct loomrt_program {
    generated executable (see `--help`). Returns the process exit code. */
 int loomrt_main(int argc, char **argv, const loomrt_program *program);
 
+/*===--- Processes, mesh groups and collectives ----------------------------===*/
+
+/* Initializes the process layer: MPI (rank and world from the launcher:
+   mpirun, srun or a PMI launcher), and the mesh, whose axes are given in
+   device order, outermost first. Exits non-zero on every rank, with a
+   message, when the launched world does not have the mesh's size. */
+void loomrt_init_mesh(loomrt_ctx *ctx, int32_t num_axes,
+                      const char *const *axis_names, const int64_t *axis_sizes);
+void loomrt_finalize(loomrt_ctx *ctx);
+/* What the launcher's environment says about this process (OpenMPI, Slurm,
+   PMIx or PMI variables, in that order), before MPI starts: the launcher's
+   name ("none" without one), rank, world size and local rank. */
+const char *loomrt_launch_info(int32_t *rank, int32_t *world,
+                               int32_t *local_rank);
+int32_t loomrt_rank(loomrt_ctx *ctx);
+int32_t loomrt_world_size(loomrt_ctx *ctx);
+int32_t loomrt_local_rank(loomrt_ctx *ctx);
+
+/* A group is a set of mesh axes, as a bit mask (bit i: axis i): the ranks
+   that differ only in those coordinates, ordered by them (row-major). */
+int32_t loomrt_group_rank(loomrt_ctx *ctx, uint32_t group);
+int32_t loomrt_group_size(loomrt_ctx *ctx, uint32_t group);
+
+/* Collective kinds, for the byte counters. */
+typedef enum loomrt_collective {
+  LOOMRT_ALL_REDUCE = 0,
+  LOOMRT_ALL_GATHER = 1,
+  LOOMRT_REDUCE_SCATTER = 2,
+  LOOMRT_ALL_TO_ALL = 3,
+  LOOMRT_BROADCAST = 4,
+  LOOMRT_SEND = 5,
+} loomrt_collective;
+
+typedef enum loomrt_reduction { LOOMRT_SUM = 0, LOOMRT_MAX = 1 } loomrt_reduction;
+
+/* Every wait for another rank is bounded by this many seconds (default 60):
+   past it the rank names the peer it waits for and aborts the job. */
+void loomrt_set_timeout(loomrt_ctx *ctx, double seconds);
+/* Bytes this rank has sent in collectives of `kind` over `group`. */
+int64_t loomrt_bytes_sent(loomrt_ctx *ctx, int32_t kind, uint32_t group);
+const char *loomrt_collective_name(int32_t kind);
+
+/* Ring all-reduce in place of `count` elements (f32): each rank sends
+   2 (N - 1) / N of the buffer. */
+void loomrt_comm_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                       int64_t count, int32_t dtype, int32_t op);
+/* `in` holds N blocks of `count_per_rank`; block r of the reduction lands
+   in `out` on group rank r. */
+void loomrt_comm_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                           loomrt_buf *in, int64_t count_per_rank,
+                           int32_t dtype, int32_t op);
+/* `out` receives every rank's `in`, in group-rank order. */
+void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                       loomrt_buf *in, int64_t count_per_rank, int32_t dtype);
+/* Block j of `in` goes to group rank j, arriving as block r of its `out`. */
+void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                       loomrt_buf *in, int64_t count_per_rank, int32_t dtype);
+void loomrt_comm_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                      int64_t count, int32_t dtype, int32_t root);
+/* Point to point, with `peer` a group rank. */
+void loomrt_comm_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                 int64_t count, int32_t dtype, int32_t peer);
+void loomrt_comm_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                 int64_t count, int32_t dtype, int32_t peer);
+void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group);
+
+/* A context for programs that call the API directly (tests, tools); the
+   generated executables get theirs from loomrt_main. */
+loomrt_ctx *loomrt_create(void);
+void loomrt_destroy(loomrt_ctx *ctx);
+
 /*===--- Buffers ----------------------------------------------------------===*/
 
 /* The persistent tensor at `index` of the program's tensor table. */

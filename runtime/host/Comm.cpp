@@ -1,0 +1,457 @@
+//===- Comm.cpp - processes, mesh groups and collectives over MPI ---------===//
+//
+// One process per rank. Collectives are ring algorithms over MPI
+// point-to-point messages (so the bytes each rank sends are those of the
+// algorithm: 2(N-1)/N of the buffer for an all-reduce), and every wait is
+// bounded: a peer that does not answer within the timeout is named and the
+// whole job aborted, so no rank ever hangs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+using namespace loomrt;
+
+namespace {
+
+int envInt(const char *name, int fallback) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return fallback;
+  char *end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return *end ? fallback : int(n);
+}
+
+const char *kindNames[] = {"all_reduce", "all_gather", "reduce_scatter",
+                           "all_to_all", "broadcast",  "send"};
+
+int64_t elementBytes(int32_t dtype) {
+  return dtype == LOOMRT_BF16 ? 2 : dtype == LOOMRT_I64 ? 8 : 4;
+}
+
+std::string coordsOf(loomrt_ctx *ctx, int worldRank) {
+  std::string s = "(";
+  int64_t rest = worldRank;
+  std::vector<int64_t> coords(ctx->meshSizes.size());
+  for (int64_t a = int64_t(ctx->meshSizes.size()) - 1; a >= 0; --a) {
+    coords[a] = rest % ctx->meshSizes[a];
+    rest /= ctx->meshSizes[a];
+  }
+  for (size_t a = 0; a < coords.size(); ++a)
+    s += (a ? ", " : "") + ctx->axisNames[a] + "=" + std::to_string(coords[a]);
+  return s + ")";
+}
+
+/// Completes `requests` or, past the deadline, aborts the job naming the
+/// first peer that did not answer.
+void waitAll(loomrt_ctx *ctx, std::vector<MPI_Request> &requests,
+             const std::vector<int> &peers, const char *what) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(ctx->timeoutSeconds);
+  int spins = 0;
+  for (;;) {
+    bool all = true;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (requests[i] == MPI_REQUEST_NULL)
+        continue;
+      int done = 0;
+      MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+      all &= bool(done);
+    }
+    if (all)
+      return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      int peer = -1;
+      for (size_t i = 0; i < requests.size() && peer < 0; ++i)
+        if (requests[i] != MPI_REQUEST_NULL)
+          peer = peers[i];
+      std::fprintf(stderr,
+                   "loomrt: error: rank %d %s: timed out after %g s in %s "
+                   "waiting for rank %d %s; it failed or stalls\n",
+                   ctx->rank, coordsOf(ctx, ctx->rank).c_str(),
+                   ctx->timeoutSeconds, what, peer,
+                   coordsOf(ctx, peer).c_str());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      std::_Exit(1);
+    }
+    // Yield the core: ranks are often oversubscribed.
+    if (++spins > 64)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+/// A group's members, computed from the mesh alone: no communication, so
+/// that making a group can never wait on a rank that failed. Messages go
+/// over MPI_COMM_WORLD with tags that carry the group and a sequence number.
+struct Group {
+  MPI_Comm comm = MPI_COMM_WORLD;
+  uint32_t mask = 0;
+  int rank = 0, size = 1;
+  std::vector<int> worldRanks;
+  int sequence = 0;
+  int tag = 0;
+  /// The next collective's tag; the last one of the group's range is kept
+  /// for point-to-point messages.
+  void next() {
+    sequence = (sequence + 1) % 4095;
+    tag = int(mask) * 4096 + sequence;
+  }
+  int p2pTag() const { return int(mask) * 4096 + 4095; }
+};
+
+std::vector<int64_t> coordinates(loomrt_ctx *ctx, int worldRank) {
+  std::vector<int64_t> coords(ctx->meshSizes.size());
+  int64_t rest = worldRank;
+  for (int64_t a = int64_t(ctx->meshSizes.size()) - 1; a >= 0; --a) {
+    coords[a] = rest % ctx->meshSizes[a];
+    rest /= ctx->meshSizes[a];
+  }
+  return coords;
+}
+
+Group &groupOf(loomrt_ctx *ctx, uint32_t mask) {
+  auto it = ctx->groups.find(mask);
+  if (it != ctx->groups.end())
+    return *static_cast<Group *>(it->second.get());
+  if (mask >> ctx->meshSizes.size())
+    fail("group mask " + std::to_string(mask) + " names an axis the mesh "
+         "does not have");
+  // Ranks that agree on every coordinate outside the group's axes form one
+  // group, ordered (row-major) by their coordinates on its axes, which is
+  // world-rank order.
+  auto group = std::make_shared<Group>();
+  group->mask = mask;
+  std::vector<int64_t> mine = coordinates(ctx, ctx->rank);
+  for (int q = 0; q < ctx->world; ++q) {
+    std::vector<int64_t> theirs = coordinates(ctx, q);
+    bool same = true;
+    for (size_t a = 0; a < mine.size(); ++a)
+      same &= (mask & (1u << a)) || theirs[a] == mine[a];
+    if (!same)
+      continue;
+    if (q == ctx->rank)
+      group->rank = int(group->worldRanks.size());
+    group->worldRanks.push_back(q);
+  }
+  group->size = int(group->worldRanks.size());
+  ctx->groups[mask] = group;
+  return *group;
+}
+
+void count(loomrt_ctx *ctx, int kind, uint32_t mask, int64_t bytes) {
+  ctx->bytesSent[{kind, mask}] += bytes;
+}
+
+/// One step of a ring: send `sendBytes` to the next rank while receiving
+/// `recvBytes` from the previous one.
+void ringStep(loomrt_ctx *ctx, Group &g, const char *what, const void *send,
+              int64_t sendBytes, void *recv, int64_t recvBytes) {
+  int next = g.worldRanks[(g.rank + 1) % g.size];
+  int prev = g.worldRanks[(g.rank + g.size - 1) % g.size];
+  std::vector<MPI_Request> requests(2);
+  MPI_Irecv(recv, int(recvBytes), MPI_BYTE, prev, g.tag, g.comm, &requests[0]);
+  MPI_Isend(send, int(sendBytes), MPI_BYTE, next, g.tag, g.comm, &requests[1]);
+  waitAll(ctx, requests, {prev, next}, what);
+}
+
+/// Chunk i of `n` elements split `parts` ways: [begin, end).
+std::pair<int64_t, int64_t> chunk(int64_t n, int64_t parts, int64_t i) {
+  int64_t base = n / parts, extra = n % parts;
+  int64_t begin = i * base + std::min(i, extra);
+  return {begin, begin + base + (i < extra)};
+}
+
+void reduceInto(float *acc, const float *in, int64_t n, int32_t op) {
+  if (op == 1)
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] = std::max(acc[i], in[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      acc[i] += in[i];
+}
+
+/// The reduce-scatter half of a ring all-reduce over `data` (`n` floats):
+/// afterwards chunk (rank + 1) % size holds the full reduction.
+void ringReduceScatter(loomrt_ctx *ctx, Group &g, float *data, int64_t n,
+                       int32_t op, const char *what, int kind, uint32_t mask) {
+  std::vector<float> incoming(n / g.size + 1);
+  for (int s = 0; s < g.size - 1; ++s) {
+    auto [sb, se] = chunk(n, g.size, (g.rank - s + g.size) % g.size);
+    auto [rb, re] = chunk(n, g.size, (g.rank - s - 1 + 2 * g.size) % g.size);
+    ringStep(ctx, g, what, data + sb, (se - sb) * 4, incoming.data(),
+             (re - rb) * 4);
+    count(ctx, kind, mask, (se - sb) * 4);
+    reduceInto(data + rb, incoming.data(), re - rb, op);
+  }
+}
+
+/// The all-gather half: each rank starts owning chunk (rank + 1) % size.
+void ringAllGatherChunks(loomrt_ctx *ctx, Group &g, float *data, int64_t n,
+                         const char *what, int kind, uint32_t mask) {
+  for (int s = 0; s < g.size - 1; ++s) {
+    auto [sb, se] = chunk(n, g.size, (g.rank + 1 - s + g.size) % g.size);
+    auto [rb, re] = chunk(n, g.size, (g.rank - s + g.size) % g.size);
+    ringStep(ctx, g, what, data + sb, (se - sb) * 4, data + rb,
+             (re - rb) * 4);
+    count(ctx, kind, mask, (se - sb) * 4);
+  }
+}
+
+void checkFloat(int32_t dtype, const char *op) {
+  if (dtype != LOOMRT_F32)
+    fail(std::string(op) + ": only f32 reductions are supported");
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Start-up
+//===----------------------------------------------------------------------===//
+
+loomrt::Launch loomrt::launchFromEnvironment() {
+  Launch l;
+  struct Source {
+    const char *launcher, *rank, *size, *local;
+  } sources[] = {
+      {"OpenMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+       "OMPI_COMM_WORLD_LOCAL_RANK"},
+      {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"PMIx", "PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK"},
+      {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+  };
+  for (const Source &s : sources) {
+    int rank = envInt(s.rank, -1);
+    if (rank < 0)
+      continue;
+    l.launcher = s.launcher;
+    l.rank = rank;
+    l.world = envInt(s.size, 1);
+    l.localRank = envInt(s.local, 0);
+    return l;
+  }
+  return l;
+}
+
+extern "C" {
+
+void loomrt_init_mesh(loomrt_ctx *ctx, int32_t numAxes,
+                      const char *const *axisNames, const int64_t *axisSizes) {
+  Launch launch = launchFromEnvironment();
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &ctx->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ctx->world);
+  ctx->localRank = launch.localRank;
+  ctx->meshSizes.assign(axisSizes, axisSizes + numAxes);
+  ctx->axisNames.clear();
+  int64_t meshSize = 1;
+  std::string mesh;
+  for (int32_t a = 0; a < numAxes; ++a) {
+    ctx->axisNames.push_back(axisNames[a]);
+    meshSize *= axisSizes[a];
+    mesh += (a ? "," : "") + std::string(axisNames[a]) + "=" +
+            std::to_string(axisSizes[a]);
+  }
+  if (meshSize != ctx->world) {
+    if (ctx->rank == 0)
+      std::fprintf(stderr,
+                   "loomrt: error: the program was compiled for a mesh of %lld "
+                   "ranks (%s) but %d were launched; start it with "
+                   "mpirun -n %lld (or srun -n %lld)\n",
+                   (long long)meshSize, mesh.c_str(), ctx->world,
+                   (long long)meshSize, (long long)meshSize);
+    MPI_Finalize();
+    std::exit(1);
+  }
+}
+
+const char *loomrt_launch_info(int32_t *rank, int32_t *world,
+                               int32_t *localRank) {
+  static Launch launch;
+  launch = launchFromEnvironment();
+  *rank = launch.rank;
+  *world = launch.world;
+  *localRank = launch.localRank;
+  return launch.launcher.c_str();
+}
+
+void loomrt_finalize(loomrt_ctx *ctx) {
+  ctx->groups.clear();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}
+
+int32_t loomrt_rank(loomrt_ctx *ctx) { return ctx->rank; }
+int32_t loomrt_world_size(loomrt_ctx *ctx) { return ctx->world; }
+int32_t loomrt_local_rank(loomrt_ctx *ctx) { return ctx->localRank; }
+
+int32_t loomrt_group_rank(loomrt_ctx *ctx, uint32_t group) {
+  return groupOf(ctx, group).rank;
+}
+int32_t loomrt_group_size(loomrt_ctx *ctx, uint32_t group) {
+  return groupOf(ctx, group).size;
+}
+
+int64_t loomrt_bytes_sent(loomrt_ctx *ctx, int32_t kind, uint32_t group) {
+  auto it = ctx->bytesSent.find({kind, group});
+  return it == ctx->bytesSent.end() ? 0 : it->second;
+}
+
+void loomrt_set_timeout(loomrt_ctx *ctx, double seconds) {
+  ctx->timeoutSeconds = seconds;
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+void loomrt_comm_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                       int64_t count, int32_t dtype, int32_t op) {
+  checkFloat(dtype, "all_reduce");
+  Group &g = groupOf(ctx, group);
+  if (g.size == 1)
+    return;
+  g.next();
+  float *x = reinterpret_cast<float *>(data);
+  ringReduceScatter(ctx, g, x, count, op, "all_reduce", 0, group);
+  ringAllGatherChunks(ctx, g, x, count, "all_reduce", 0, group);
+}
+
+void loomrt_comm_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                           loomrt_buf *in, int64_t countPerRank, int32_t dtype,
+                           int32_t op) {
+  checkFloat(dtype, "reduce_scatter");
+  Group &g = groupOf(ctx, group);
+  g.next();
+  int64_t n = countPerRank * g.size;
+  std::vector<float> work(reinterpret_cast<float *>(in),
+                          reinterpret_cast<float *>(in) + n);
+  // Rotate so that the rank's own block is the one the ring completes on it.
+  std::vector<float> rotated(n);
+  for (int b = 0; b < g.size; ++b)
+    std::memcpy(rotated.data() + ((b + 1) % g.size) * countPerRank,
+                work.data() + b * countPerRank, countPerRank * 4);
+  ringReduceScatter(ctx, g, rotated.data(), n, op, "reduce_scatter", 2,
+                    group);
+  std::memcpy(out, rotated.data() + ((g.rank + 1) % g.size) * countPerRank,
+              countPerRank * 4);
+}
+
+void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                       loomrt_buf *in, int64_t countPerRank, int32_t dtype) {
+  Group &g = groupOf(ctx, group);
+  g.next();
+  int64_t block = countPerRank * elementBytes(dtype);
+  char *o = reinterpret_cast<char *>(out);
+  std::memmove(o + g.rank * block, in, size_t(block));
+  for (int s = 0; s < g.size - 1; ++s) {
+    int sendBlock = (g.rank - s + g.size) % g.size;
+    int recvBlock = (g.rank - s - 1 + g.size) % g.size;
+    ringStep(ctx, g, "all_gather", o + sendBlock * block, block,
+             o + recvBlock * block, block);
+    count(ctx, 1, group, block);
+  }
+}
+
+void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                       loomrt_buf *in, int64_t countPerRank, int32_t dtype) {
+  Group &g = groupOf(ctx, group);
+  g.next();
+  int64_t block = countPerRank * elementBytes(dtype);
+  const char *i = reinterpret_cast<const char *>(in);
+  char *o = reinterpret_cast<char *>(out);
+  std::memcpy(o + g.rank * block, i + g.rank * block, size_t(block));
+  for (int s = 1; s < g.size; ++s) {
+    int to = (g.rank + s) % g.size, from = (g.rank - s + g.size) % g.size;
+    std::vector<MPI_Request> requests(2);
+    MPI_Irecv(o + from * block, int(block), MPI_BYTE, g.worldRanks[from],
+              g.tag, g.comm, &requests[0]);
+    MPI_Isend(i + to * block, int(block), MPI_BYTE, g.worldRanks[to], g.tag,
+              g.comm, &requests[1]);
+    waitAll(ctx, requests, {g.worldRanks[from], g.worldRanks[to]},
+            "all_to_all");
+    count(ctx, 3, group, block);
+  }
+}
+
+void loomrt_comm_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                      int64_t count_, int32_t dtype, int32_t root) {
+  Group &g = groupOf(ctx, group);
+  g.next();
+  if (g.size == 1)
+    return;
+  // A chain from the root: every rank but the last forwards the buffer.
+  int64_t bytes = count_ * elementBytes(dtype);
+  int position = (g.rank - root + g.size) % g.size;
+  int prev = (g.rank + g.size - 1) % g.size, next = (g.rank + 1) % g.size;
+  std::vector<MPI_Request> requests(1);
+  if (position != 0) {
+    MPI_Irecv(data, int(bytes), MPI_BYTE, g.worldRanks[prev], g.tag, g.comm,
+              &requests[0]);
+    waitAll(ctx, requests, {g.worldRanks[prev]}, "broadcast");
+  }
+  if (position != g.size - 1) {
+    MPI_Isend(data, int(bytes), MPI_BYTE, g.worldRanks[next], g.tag, g.comm,
+              &requests[0]);
+    waitAll(ctx, requests, {g.worldRanks[next]}, "broadcast");
+    count(ctx, 4, group, bytes);
+  }
+}
+
+void loomrt_comm_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                 int64_t count_, int32_t dtype, int32_t peer) {
+  Group &g = groupOf(ctx, group);
+  int64_t bytes = count_ * elementBytes(dtype);
+  std::vector<MPI_Request> requests(1);
+  MPI_Isend(data, int(bytes), MPI_BYTE, g.worldRanks[peer], g.p2pTag(),
+            g.comm, &requests[0]);
+  waitAll(ctx, requests, {g.worldRanks[peer]}, "send");
+  count(ctx, 5, group, bytes);
+}
+
+void loomrt_comm_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                 int64_t count_, int32_t dtype, int32_t peer) {
+  Group &g = groupOf(ctx, group);
+  std::vector<MPI_Request> requests(1);
+  MPI_Irecv(data, int(count_ * elementBytes(dtype)), MPI_BYTE,
+            g.worldRanks[peer], g.p2pTag(), g.comm, &requests[0]);
+  waitAll(ctx, requests, {g.worldRanks[peer]}, "recv");
+}
+
+void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
+  // Dissemination barrier: in round k each rank signals the one 2^k ahead
+  // and waits for the one 2^k behind; zero-byte messages.
+  Group &g = groupOf(ctx, group);
+  g.next();
+  char token = 0, incoming = 0;
+  for (int step = 1; step < g.size; step *= 2) {
+    int to = g.worldRanks[(g.rank + step) % g.size];
+    int from = g.worldRanks[(g.rank - step + g.size) % g.size];
+    std::vector<MPI_Request> requests(2);
+    MPI_Irecv(&incoming, 0, MPI_BYTE, from, g.tag, g.comm, &requests[0]);
+    MPI_Isend(&token, 0, MPI_BYTE, to, g.tag, g.comm, &requests[1]);
+    waitAll(ctx, requests, {from, to}, "barrier");
+  }
+}
+
+const char *loomrt_collective_name(int32_t kind) {
+  return kind >= 0 && kind < 6 ? kindNames[kind] : "unknown";
+}
+
+} // extern "C"
