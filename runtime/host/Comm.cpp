@@ -14,8 +14,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 using namespace loomrt;
@@ -120,6 +124,7 @@ std::vector<int64_t> coordinates(loomrt_ctx *ctx, int worldRank) {
 }
 
 Group &groupOf(loomrt_ctx *ctx, uint32_t mask) {
+  std::lock_guard<std::mutex> lock(ctx->commMutex);
   auto it = ctx->groups.find(mask);
   if (it != ctx->groups.end())
     return *static_cast<Group *>(it->second.get());
@@ -149,6 +154,7 @@ Group &groupOf(loomrt_ctx *ctx, uint32_t mask) {
 }
 
 void count(loomrt_ctx *ctx, int kind, uint32_t mask, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(ctx->commMutex);
   ctx->bytesSent[{kind, mask}] += bytes;
 }
 
@@ -215,6 +221,72 @@ void checkFloat(int32_t dtype, const char *op) {
 } // namespace
 
 //===----------------------------------------------------------------------===//
+// The communication stream
+//===----------------------------------------------------------------------===//
+
+/// Collectives run in issue order on one communication thread, so the
+/// asynchronous forms overlap the caller's compute and every rank still
+/// issues its messages in program order. A blocking collective is its
+/// asynchronous form followed by a wait.
+struct loomrt_comm_event {
+  std::mutex mutex;
+  std::condition_variable done;
+  bool finished = false;
+};
+
+namespace loomrt {
+struct CommStream {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::pair<std::function<void()>, loomrt_comm_event *>> queue;
+  bool stopping = false;
+  std::thread worker;
+
+  CommStream() : worker([this] { run(); }) {}
+  ~CommStream() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    ready.notify_all();
+    worker.join();
+  }
+  void run() {
+    for (;;) {
+      std::unique_lock<std::mutex> lock(mutex);
+      ready.wait(lock, [&] { return stopping || !queue.empty(); });
+      if (queue.empty())
+        return;
+      auto [work, event] = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      work();
+      std::lock_guard<std::mutex> eventLock(event->mutex);
+      event->finished = true;
+      event->done.notify_all();
+    }
+  }
+  loomrt_comm_event *enqueue(std::function<void()> work) {
+    auto *event = new loomrt_comm_event();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      queue.emplace_back(std::move(work), event);
+    }
+    ready.notify_one();
+    return event;
+  }
+};
+} // namespace loomrt
+
+namespace {
+CommStream &streamOf(loomrt_ctx *ctx) {
+  if (!ctx->commStream)
+    ctx->commStream = std::make_shared<CommStream>();
+  return *static_cast<CommStream *>(ctx->commStream.get());
+}
+} // namespace
+
+//===----------------------------------------------------------------------===//
 // Start-up
 //===----------------------------------------------------------------------===//
 
@@ -250,8 +322,11 @@ void loomrt_init_mesh(loomrt_ctx *ctx, int32_t numAxes,
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // MPI calls come from the caller's thread and the communication thread.
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+    if (provided < MPI_THREAD_MULTIPLE)
+      fail("the MPI library does not support MPI_THREAD_MULTIPLE");
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &ctx->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ctx->world);
@@ -290,6 +365,7 @@ const char *loomrt_launch_info(int32_t *rank, int32_t *world,
 }
 
 void loomrt_finalize(loomrt_ctx *ctx) {
+  ctx->commStream.reset();
   ctx->groups.clear();
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -309,6 +385,7 @@ int32_t loomrt_group_size(loomrt_ctx *ctx, uint32_t group) {
 }
 
 int64_t loomrt_bytes_sent(loomrt_ctx *ctx, int32_t kind, uint32_t group) {
+  std::lock_guard<std::mutex> lock(ctx->commMutex);
   auto it = ctx->bytesSent.find({kind, group});
   return it == ctx->bytesSent.end() ? 0 : it->second;
 }
@@ -321,7 +398,7 @@ void loomrt_set_timeout(loomrt_ctx *ctx, double seconds) {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-void loomrt_comm_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+static void run_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                        int64_t count, int32_t dtype, int32_t op) {
   checkFloat(dtype, "all_reduce");
   Group &g = groupOf(ctx, group);
@@ -333,7 +410,7 @@ void loomrt_comm_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
   ringAllGatherChunks(ctx, g, x, count, "all_reduce", 0, group);
 }
 
-void loomrt_comm_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+static void run_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                            loomrt_buf *in, int64_t countPerRank, int32_t dtype,
                            int32_t op) {
   checkFloat(dtype, "reduce_scatter");
@@ -353,7 +430,7 @@ void loomrt_comm_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out
               countPerRank * 4);
 }
 
-void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+static void run_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                        loomrt_buf *in, int64_t countPerRank, int32_t dtype) {
   Group &g = groupOf(ctx, group);
   g.next();
@@ -369,7 +446,7 @@ void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
   }
 }
 
-void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+static void run_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                        loomrt_buf *in, int64_t countPerRank, int32_t dtype) {
   Group &g = groupOf(ctx, group);
   g.next();
@@ -390,7 +467,7 @@ void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
   }
 }
 
-void loomrt_comm_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+static void run_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                       int64_t count_, int32_t dtype, int32_t root) {
   Group &g = groupOf(ctx, group);
   g.next();
@@ -414,7 +491,7 @@ void loomrt_comm_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
   }
 }
 
-void loomrt_comm_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+static void run_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                  int64_t count_, int32_t dtype, int32_t peer) {
   Group &g = groupOf(ctx, group);
   int64_t bytes = count_ * elementBytes(dtype);
@@ -425,7 +502,7 @@ void loomrt_comm_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
   count(ctx, 5, group, bytes);
 }
 
-void loomrt_comm_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+static void run_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                  int64_t count_, int32_t dtype, int32_t peer) {
   Group &g = groupOf(ctx, group);
   std::vector<MPI_Request> requests(1);
@@ -434,7 +511,7 @@ void loomrt_comm_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
   waitAll(ctx, requests, {g.worldRanks[peer]}, "recv");
 }
 
-void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
+static void run_barrier(loomrt_ctx *ctx, uint32_t group) {
   // Dissemination barrier: in round k each rank signals the one 2^k ahead
   // and waits for the one 2^k behind; zero-byte messages.
   Group &g = groupOf(ctx, group);
@@ -448,6 +525,107 @@ void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
     MPI_Isend(&token, 0, MPI_BYTE, to, g.tag, g.comm, &requests[1]);
     waitAll(ctx, requests, {from, to}, "barrier");
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Asynchronous and blocking entry points
+//===----------------------------------------------------------------------===//
+
+void loomrt_comm_wait(loomrt_ctx *, loomrt_comm_event *event) {
+  {
+    std::unique_lock<std::mutex> lock(event->mutex);
+    event->done.wait(lock, [&] { return event->finished; });
+  }
+  delete event;
+}
+
+loomrt_comm_event *loomrt_comm_all_reduce_async(loomrt_ctx *ctx, uint32_t group,
+                                                loomrt_buf *data, int64_t count,
+                                                int32_t dtype, int32_t op) {
+  return streamOf(ctx).enqueue(
+      [=] { run_all_reduce(ctx, group, data, count, dtype, op); });
+}
+loomrt_comm_event *loomrt_comm_reduce_scatter_async(
+    loomrt_ctx *ctx, uint32_t group, loomrt_buf *out, loomrt_buf *in,
+    int64_t countPerRank, int32_t dtype, int32_t op) {
+  return streamOf(ctx).enqueue([=] {
+    run_reduce_scatter(ctx, group, out, in, countPerRank, dtype, op);
+  });
+}
+loomrt_comm_event *loomrt_comm_all_gather_async(loomrt_ctx *ctx, uint32_t group,
+                                                loomrt_buf *out, loomrt_buf *in,
+                                                int64_t countPerRank,
+                                                int32_t dtype) {
+  return streamOf(ctx).enqueue(
+      [=] { run_all_gather(ctx, group, out, in, countPerRank, dtype); });
+}
+loomrt_comm_event *loomrt_comm_all_to_all_async(loomrt_ctx *ctx, uint32_t group,
+                                                loomrt_buf *out, loomrt_buf *in,
+                                                int64_t countPerRank,
+                                                int32_t dtype) {
+  return streamOf(ctx).enqueue(
+      [=] { run_all_to_all(ctx, group, out, in, countPerRank, dtype); });
+}
+loomrt_comm_event *loomrt_comm_broadcast_async(loomrt_ctx *ctx, uint32_t group,
+                                               loomrt_buf *data, int64_t count,
+                                               int32_t dtype, int32_t root) {
+  return streamOf(ctx).enqueue(
+      [=] { run_broadcast(ctx, group, data, count, dtype, root); });
+}
+loomrt_comm_event *loomrt_comm_send_async(loomrt_ctx *ctx, uint32_t group,
+                                          loomrt_buf *data, int64_t count,
+                                          int32_t dtype, int32_t peer) {
+  return streamOf(ctx).enqueue(
+      [=] { run_send(ctx, group, data, count, dtype, peer); });
+}
+loomrt_comm_event *loomrt_comm_recv_async(loomrt_ctx *ctx, uint32_t group,
+                                          loomrt_buf *data, int64_t count,
+                                          int32_t dtype, int32_t peer) {
+  return streamOf(ctx).enqueue(
+      [=] { run_recv(ctx, group, data, count, dtype, peer); });
+}
+
+void loomrt_comm_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                            int64_t count, int32_t dtype, int32_t op) {
+  loomrt_comm_wait(ctx, loomrt_comm_all_reduce_async(ctx, group, data, count,
+                                                     dtype, op));
+}
+void loomrt_comm_reduce_scatter(loomrt_ctx *ctx, uint32_t group,
+                                loomrt_buf *out, loomrt_buf *in,
+                                int64_t countPerRank, int32_t dtype,
+                                int32_t op) {
+  loomrt_comm_wait(ctx, loomrt_comm_reduce_scatter_async(
+                            ctx, group, out, in, countPerRank, dtype, op));
+}
+void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                            loomrt_buf *in, int64_t countPerRank,
+                            int32_t dtype) {
+  loomrt_comm_wait(ctx, loomrt_comm_all_gather_async(ctx, group, out, in,
+                                                     countPerRank, dtype));
+}
+void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                            loomrt_buf *in, int64_t countPerRank,
+                            int32_t dtype) {
+  loomrt_comm_wait(ctx, loomrt_comm_all_to_all_async(ctx, group, out, in,
+                                                     countPerRank, dtype));
+}
+void loomrt_comm_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                           int64_t count, int32_t dtype, int32_t root) {
+  loomrt_comm_wait(ctx, loomrt_comm_broadcast_async(ctx, group, data, count,
+                                                    dtype, root));
+}
+void loomrt_comm_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                      int64_t count, int32_t dtype, int32_t peer) {
+  loomrt_comm_wait(ctx,
+                   loomrt_comm_send_async(ctx, group, data, count, dtype, peer));
+}
+void loomrt_comm_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                      int64_t count, int32_t dtype, int32_t peer) {
+  loomrt_comm_wait(ctx,
+                   loomrt_comm_recv_async(ctx, group, data, count, dtype, peer));
+}
+void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
+  loomrt_comm_wait(ctx, streamOf(ctx).enqueue([=] { run_barrier(ctx, group); }));
 }
 
 const char *loomrt_collective_name(int32_t kind) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ struct loomrt_ctx {
   std::map<std::pair<int, uint32_t>, int64_t> bytesSent;
   /// Bound on any wait for another rank.
   double timeoutSeconds = 60.0;
+  /// Guards `groups` and `bytesSent`, which the communication thread and the
+  /// caller both touch.
+  std::mutex commMutex;
+  /// The thread that runs collectives in issue order (Comm.cpp).
+  std::shared_ptr<void> commStream;
 };
 
 namespace loomrt {

@@ -476,6 +476,7 @@ std::string formatBytes(double bytes) {
 /// Bytes sent so far, summed over collective kinds, by mesh axis (a group
 /// of several axes is named by its axes joined with '+').
 llvm::json::Object bytesByAxis(loomrt_ctx *ctx) {
+  std::lock_guard<std::mutex> lock(ctx->commMutex);
   llvm::json::Object out;
   for (auto [key, bytes] : ctx->bytesSent) {
     std::string name;

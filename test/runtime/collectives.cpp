@@ -190,13 +190,42 @@ int main(int argc, char **argv) {
     }
     loomrt_comm_barrier(ctx, mask);
 
+    // Asynchronous forms: two collectives in flight while this thread
+    // computes, then waited in the other order.
+    std::vector<float> ar(n), gathered(n), piece(cpr);
+    for (int64_t i = 0; i < n; ++i)
+      ar[i] = f(rank, i);
+    for (int64_t j = 0; j < cpr; ++j)
+      piece[j] = f(rank, j + 1);
+    loomrt_comm_event *e1 =
+        loomrt_comm_all_reduce_async(ctx, mask, buf(ar), n, LOOMRT_F32, 0);
+    loomrt_comm_event *e2 = loomrt_comm_all_gather_async(
+        ctx, mask, buf(gathered), buf(piece), cpr, LOOMRT_F32);
+    double busy = 0;
+    for (int64_t i = 0; i < 100000; ++i)
+      busy += std::sqrt(double(i));
+    loomrt_comm_wait(ctx, e2);
+    loomrt_comm_wait(ctx, e1);
+    ok = busy > 0;
+    for (int64_t i = 0; i < n; ++i) {
+      float want = 0.0f;
+      for (int q : members)
+        want += f(q, i);
+      ok &= ar[i] == want;
+    }
+    for (int b = 0; b < N; ++b)
+      for (int64_t j = 0; j < cpr; ++j)
+        ok &= gathered[b * cpr + j] == f(members[b], j + 1);
+    expect(ok, where + ": asynchronous all_reduce and all_gather");
+
     // Bytes by the algorithms' formulas.
     int64_t bytes = n * 4;
     int64_t formula[6] = {2 * (N - 1) * bytes / N, (N - 1) * cpr * 4,
                           (N - 1) * cpr * 4, (N - 1) * cpr * 4,
                           (N > 1 && (g - root + N) % N != N - 1) ? bytes : 0, p2p};
-    // Two all-reduces (sum and max) ran.
-    formula[0] *= 2;
+    // Three all-reduces (sum, max, asynchronous) and two all-gathers ran.
+    formula[0] = formula[0] * 3;
+    formula[1] *= 2;
     for (int kind = 0; kind < 6; ++kind) {
       int64_t got = loomrt_bytes_sent(ctx, kind, mask);
       expect(got == formula[kind],

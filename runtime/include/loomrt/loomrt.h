@@ -170,6 +170,37 @@ void loomrt_comm_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                  int64_t count, int32_t dtype, int32_t peer);
 void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group);
 
+/* Asynchronous forms: the collective starts on the context's communication
+   stream (collectives run one after another in issue order, overlapping the
+   caller's work) and the returned event is waited with loomrt_comm_wait,
+   after which the buffers may be read or reused. Every event must be waited
+   exactly once. */
+typedef struct loomrt_comm_event loomrt_comm_event;
+void loomrt_comm_wait(loomrt_ctx *ctx, loomrt_comm_event *event);
+loomrt_comm_event *loomrt_comm_all_reduce_async(loomrt_ctx *ctx, uint32_t group,
+                                                loomrt_buf *data, int64_t count,
+                                                int32_t dtype, int32_t op);
+loomrt_comm_event *loomrt_comm_reduce_scatter_async(
+    loomrt_ctx *ctx, uint32_t group, loomrt_buf *out, loomrt_buf *in,
+    int64_t count_per_rank, int32_t dtype, int32_t op);
+loomrt_comm_event *loomrt_comm_all_gather_async(loomrt_ctx *ctx, uint32_t group,
+                                                loomrt_buf *out, loomrt_buf *in,
+                                                int64_t count_per_rank,
+                                                int32_t dtype);
+loomrt_comm_event *loomrt_comm_all_to_all_async(loomrt_ctx *ctx, uint32_t group,
+                                                loomrt_buf *out, loomrt_buf *in,
+                                                int64_t count_per_rank,
+                                                int32_t dtype);
+loomrt_comm_event *loomrt_comm_broadcast_async(loomrt_ctx *ctx, uint32_t group,
+                                               loomrt_buf *data, int64_t count,
+                                               int32_t dtype, int32_t root);
+loomrt_comm_event *loomrt_comm_send_async(loomrt_ctx *ctx, uint32_t group,
+                                          loomrt_buf *data, int64_t count,
+                                          int32_t dtype, int32_t peer);
+loomrt_comm_event *loomrt_comm_recv_async(loomrt_ctx *ctx, uint32_t group,
+                                          loomrt_buf *data, int64_t count,
+                                          int32_t dtype, int32_t peer);
+
 /* A context for programs that call the API directly (tests, tools); the
    generated executables get theirs from loomrt_main. */
 loomrt_ctx *loomrt_create(void);
