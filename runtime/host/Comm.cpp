@@ -88,8 +88,11 @@ void waitAll(loomrt_ctx *ctx, std::vector<MPI_Request> &requests,
       MPI_Abort(MPI_COMM_WORLD, 1);
       std::_Exit(1);
     }
-    // Yield the core: ranks are often oversubscribed.
-    if (++spins > 64)
+    // Give the core away: ranks are often oversubscribed. Yield first
+    // (cheap, keeps latency low), sleep once the wait is clearly long.
+    if (++spins < 20000)
+      std::this_thread::yield();
+    else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
@@ -261,6 +264,10 @@ struct CommStream {
       queue.pop_front();
       lock.unlock();
       work();
+      {
+        std::lock_guard<std::mutex> queueLock(mutex);
+        --pending;
+      }
       std::lock_guard<std::mutex> eventLock(event->mutex);
       event->finished = true;
       event->done.notify_all();
@@ -270,13 +277,34 @@ struct CommStream {
     auto *event = new loomrt_comm_event();
     {
       std::lock_guard<std::mutex> lock(mutex);
+      ++pending;
       queue.emplace_back(std::move(work), event);
     }
     ready.notify_one();
     return event;
   }
+  /// Runs `work` now on the calling thread when nothing is queued or
+  /// running (the order is then the same), else queues it and waits.
+  void runInOrder(std::function<void()> work);
+  int pending = 0;
 };
 } // namespace loomrt
+
+void CommStream::runInOrder(std::function<void()> work) {
+  std::unique_lock<std::mutex> lock(mutex);
+  if (pending == 0) {
+    // Nothing can start meanwhile: only this thread enqueues.
+    lock.unlock();
+    work();
+    return;
+  }
+  lock.unlock();
+  loomrt_comm_event *event = enqueue(std::move(work));
+  std::unique_lock<std::mutex> eventLock(event->mutex);
+  event->done.wait(eventLock, [&] { return event->finished; });
+  eventLock.unlock();
+  delete event;
+}
 
 namespace {
 CommStream &streamOf(loomrt_ctx *ctx) {
@@ -587,45 +615,38 @@ loomrt_comm_event *loomrt_comm_recv_async(loomrt_ctx *ctx, uint32_t group,
 
 void loomrt_comm_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                             int64_t count, int32_t dtype, int32_t op) {
-  loomrt_comm_wait(ctx, loomrt_comm_all_reduce_async(ctx, group, data, count,
-                                                     dtype, op));
+  streamOf(ctx).runInOrder([=] { run_all_reduce(ctx, group, data, count, dtype, op); });
 }
 void loomrt_comm_reduce_scatter(loomrt_ctx *ctx, uint32_t group,
                                 loomrt_buf *out, loomrt_buf *in,
                                 int64_t countPerRank, int32_t dtype,
                                 int32_t op) {
-  loomrt_comm_wait(ctx, loomrt_comm_reduce_scatter_async(
-                            ctx, group, out, in, countPerRank, dtype, op));
+  streamOf(ctx).runInOrder([=] { run_reduce_scatter(ctx, group, out, in, countPerRank, dtype, op); });
 }
 void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                             loomrt_buf *in, int64_t countPerRank,
                             int32_t dtype) {
-  loomrt_comm_wait(ctx, loomrt_comm_all_gather_async(ctx, group, out, in,
-                                                     countPerRank, dtype));
+  streamOf(ctx).runInOrder([=] { run_all_gather(ctx, group, out, in, countPerRank, dtype); });
 }
 void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                             loomrt_buf *in, int64_t countPerRank,
                             int32_t dtype) {
-  loomrt_comm_wait(ctx, loomrt_comm_all_to_all_async(ctx, group, out, in,
-                                                     countPerRank, dtype));
+  streamOf(ctx).runInOrder([=] { run_all_to_all(ctx, group, out, in, countPerRank, dtype); });
 }
 void loomrt_comm_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                            int64_t count, int32_t dtype, int32_t root) {
-  loomrt_comm_wait(ctx, loomrt_comm_broadcast_async(ctx, group, data, count,
-                                                    dtype, root));
+  streamOf(ctx).runInOrder([=] { run_broadcast(ctx, group, data, count, dtype, root); });
 }
 void loomrt_comm_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                       int64_t count, int32_t dtype, int32_t peer) {
-  loomrt_comm_wait(ctx,
-                   loomrt_comm_send_async(ctx, group, data, count, dtype, peer));
+  streamOf(ctx).runInOrder([=] { run_send(ctx, group, data, count, dtype, peer); });
 }
 void loomrt_comm_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                       int64_t count, int32_t dtype, int32_t peer) {
-  loomrt_comm_wait(ctx,
-                   loomrt_comm_recv_async(ctx, group, data, count, dtype, peer));
+  streamOf(ctx).runInOrder([=] { run_recv(ctx, group, data, count, dtype, peer); });
 }
 void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
-  loomrt_comm_wait(ctx, streamOf(ctx).enqueue([=] { run_barrier(ctx, group); }));
+  streamOf(ctx).runInOrder([=] { run_barrier(ctx, group); });
 }
 
 const char *loomrt_collective_name(int32_t kind) {
