@@ -224,6 +224,54 @@ void checkFloat(int32_t dtype, const char *op) {
 } // namespace
 
 //===----------------------------------------------------------------------===//
+// Tracing
+//===----------------------------------------------------------------------===//
+
+loomrt::TraceSpan::TraceSpan(loomrt_ctx *ctx, std::string name,
+                             const char *category, int thread, int64_t bytes)
+    : ctx(ctx), name(std::move(name)), category(category), thread(thread),
+      bytes(bytes), start(std::chrono::steady_clock::now()) {}
+
+loomrt::TraceSpan::~TraceSpan() {
+  if (ctx->tracePath.empty())
+    return;
+  auto end = std::chrono::steady_clock::now();
+  using us = std::chrono::duration<double, std::micro>;
+  std::lock_guard<std::mutex> lock(ctx->commMutex);
+  ctx->trace.push_back({name, category, us(start - ctx->traceStart).count(),
+                        us(end - start).count(), thread, bytes});
+}
+
+static void writeTrace(loomrt_ctx *ctx) {
+  if (ctx->tracePath.empty())
+    return;
+  std::string path = ctx->tracePath;
+  for (size_t at; (at = path.find("%r")) != std::string::npos;)
+    path.replace(at, 2, std::to_string(ctx->rank));
+  std::FILE *out = std::fopen(path.c_str(), "w");
+  if (!out)
+    fail("cannot write the trace '" + path + "'");
+  std::fprintf(out, "{\"traceEvents\": [\n");
+  std::fprintf(out,
+               "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
+               "\"args\": {\"name\": \"rank %d\"}},\n"
+               "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, "
+               "\"tid\": 0, \"args\": {\"name\": \"compute\"}},\n"
+               "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, "
+               "\"tid\": 1, \"args\": {\"name\": \"communication\"}}",
+               ctx->rank, ctx->rank, ctx->rank, ctx->rank);
+  for (const auto &e : ctx->trace)
+    std::fprintf(out,
+                 ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
+                 "\"ts\": %.3f, \"dur\": %.3f, \"pid\": %d, \"tid\": %d, "
+                 "\"args\": {\"bytes\": %lld}}",
+                 e.name.c_str(), e.category.c_str(), e.startUs, e.durationUs,
+                 ctx->rank, e.thread, (long long)e.bytes);
+  std::fprintf(out, "\n]}\n");
+  std::fclose(out);
+}
+
+//===----------------------------------------------------------------------===//
 // The communication stream
 //===----------------------------------------------------------------------===//
 
@@ -236,6 +284,10 @@ struct loomrt_comm_event {
   std::condition_variable done;
   bool finished = false;
 };
+
+namespace {
+void markCommThread();
+}
 
 namespace loomrt {
 struct CommStream {
@@ -255,6 +307,7 @@ struct CommStream {
     worker.join();
   }
   void run() {
+    markCommThread();
     for (;;) {
       std::unique_lock<std::mutex> lock(mutex);
       ready.wait(lock, [&] { return stopping || !queue.empty(); });
@@ -307,6 +360,10 @@ void CommStream::runInOrder(std::function<void()> work) {
 }
 
 namespace {
+thread_local bool commThread = false;
+bool onCommThread() { return commThread; }
+void markCommThread() { commThread = true; }
+
 CommStream &streamOf(loomrt_ctx *ctx) {
   if (!ctx->commStream)
     ctx->commStream = std::make_shared<CommStream>();
@@ -359,6 +416,10 @@ void loomrt_init_mesh(loomrt_ctx *ctx, int32_t numAxes,
   MPI_Comm_rank(MPI_COMM_WORLD, &ctx->rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ctx->world);
   ctx->localRank = launch.localRank;
+  if (const char *trace = std::getenv("LOOMRT_TRACE"); trace && *trace &&
+                                                        ctx->tracePath.empty())
+    ctx->tracePath = trace;
+  ctx->traceStart = std::chrono::steady_clock::now();
   ctx->meshSizes.assign(axisSizes, axisSizes + numAxes);
   ctx->axisNames.clear();
   int64_t meshSize = 1;
@@ -394,6 +455,7 @@ const char *loomrt_launch_info(int32_t *rank, int32_t *world,
 
 void loomrt_finalize(loomrt_ctx *ctx) {
   ctx->commStream.reset();
+  writeTrace(ctx);
   ctx->groups.clear();
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -428,6 +490,8 @@ void loomrt_set_timeout(loomrt_ctx *ctx, double seconds) {
 
 static void run_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                        int64_t count, int32_t dtype, int32_t op) {
+  TraceSpan span(ctx, std::string("all_reduce") + " group " + std::to_string(group),
+                 "communication", onCommThread() ? 1 : 0, count * elementBytes(dtype));
   checkFloat(dtype, "all_reduce");
   Group &g = groupOf(ctx, group);
   if (g.size == 1)
@@ -441,6 +505,8 @@ static void run_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
 static void run_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                            loomrt_buf *in, int64_t countPerRank, int32_t dtype,
                            int32_t op) {
+  TraceSpan span(ctx, std::string("reduce_scatter") + " group " + std::to_string(group),
+                 "communication", onCommThread() ? 1 : 0, countPerRank * elementBytes(dtype));
   checkFloat(dtype, "reduce_scatter");
   Group &g = groupOf(ctx, group);
   g.next();
@@ -460,6 +526,8 @@ static void run_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
 
 static void run_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                        loomrt_buf *in, int64_t countPerRank, int32_t dtype) {
+  TraceSpan span(ctx, std::string("all_gather") + " group " + std::to_string(group),
+                 "communication", onCommThread() ? 1 : 0, countPerRank * elementBytes(dtype));
   Group &g = groupOf(ctx, group);
   g.next();
   int64_t block = countPerRank * elementBytes(dtype);
@@ -476,6 +544,8 @@ static void run_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
 
 static void run_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                        loomrt_buf *in, int64_t countPerRank, int32_t dtype) {
+  TraceSpan span(ctx, std::string("all_to_all") + " group " + std::to_string(group),
+                 "communication", onCommThread() ? 1 : 0, countPerRank * elementBytes(dtype));
   Group &g = groupOf(ctx, group);
   g.next();
   int64_t block = countPerRank * elementBytes(dtype);
@@ -497,6 +567,8 @@ static void run_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
 
 static void run_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                       int64_t count_, int32_t dtype, int32_t root) {
+  TraceSpan span(ctx, std::string("broadcast") + " group " + std::to_string(group),
+                 "communication", onCommThread() ? 1 : 0, count_ * elementBytes(dtype));
   Group &g = groupOf(ctx, group);
   g.next();
   if (g.size == 1)
@@ -521,6 +593,8 @@ static void run_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
 
 static void run_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                  int64_t count_, int32_t dtype, int32_t peer) {
+  TraceSpan span(ctx, std::string("send") + " group " + std::to_string(group),
+                 "communication", onCommThread() ? 1 : 0, count_ * elementBytes(dtype));
   Group &g = groupOf(ctx, group);
   int64_t bytes = count_ * elementBytes(dtype);
   std::vector<MPI_Request> requests(1);
@@ -532,6 +606,8 @@ static void run_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
 
 static void run_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                  int64_t count_, int32_t dtype, int32_t peer) {
+  TraceSpan span(ctx, std::string("recv") + " group " + std::to_string(group),
+                 "communication", onCommThread() ? 1 : 0, count_ * elementBytes(dtype));
   Group &g = groupOf(ctx, group);
   std::vector<MPI_Request> requests(1);
   MPI_Irecv(data, int(count_ * elementBytes(dtype)), MPI_BYTE,
@@ -540,6 +616,8 @@ static void run_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
 }
 
 static void run_barrier(loomrt_ctx *ctx, uint32_t group) {
+  TraceSpan span(ctx, std::string("barrier") + " group " + std::to_string(group),
+                 "communication", onCommThread() ? 1 : 0, 0);
   // Dissemination barrier: in round k each rank signals the one 2^k ahead
   // and waits for the one 2^k behind; zero-byte messages.
   Group &g = groupOf(ctx, group);

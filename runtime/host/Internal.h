@@ -5,6 +5,7 @@
 
 #include "loomrt/loomrt.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -44,6 +45,17 @@ struct loomrt_ctx {
   /// Guards `groups` and `bytesSent`, which the communication thread and the
   /// caller both touch.
   std::mutex commMutex;
+  /// Chrome trace events ("X" complete events) when tracing, written at
+  /// loomrt_finalize to `tracePath` ("%r" there becomes the rank).
+  struct TraceEvent {
+    std::string name, category;
+    double startUs, durationUs;
+    int thread;
+    int64_t bytes;
+  };
+  std::vector<TraceEvent> trace;
+  std::string tracePath;
+  std::chrono::steady_clock::time_point traceStart;
   /// The thread that runs collectives in issue order (Comm.cpp).
   std::shared_ptr<void> commStream;
 };
@@ -93,6 +105,23 @@ struct Launch {
   int rank = 0, world = 1, localRank = 0;
 };
 Launch launchFromEnvironment();
+
+/// Records a span on the trace when tracing is on: from construction to
+/// destruction, on thread `thread` (0: compute, 1: communication).
+class TraceSpan {
+public:
+  TraceSpan(loomrt_ctx *ctx, std::string name, const char *category,
+            int thread, int64_t bytes = 0);
+  ~TraceSpan();
+
+private:
+  loomrt_ctx *ctx;
+  std::string name;
+  const char *category;
+  int thread;
+  int64_t bytes;
+  std::chrono::steady_clock::time_point start;
+};
 
 } // namespace loomrt
 

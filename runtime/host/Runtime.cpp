@@ -151,7 +151,7 @@ struct Options {
   uint64_t seed = 0;
   double lr = 0.0;
   double timeout = 60.0;
-  std::string data, metrics, initFrom, exportTo, inputs;
+  std::string data, metrics, initFrom, exportTo, inputs, trace;
 };
 
 const char *kUsage =
@@ -162,6 +162,8 @@ const char *kUsage =
     "  --eval-every K       evaluate the held-out loss every K steps\n"
     "  --log-every K        print progress every K steps\n"
     "  --metrics FILE       write one JSON object per step to FILE\n"
+    "  --trace FILE         write a Chrome trace (Perfetto) of this rank to FILE\n"
+    "                       ('%%r' in FILE becomes the rank)\n"
     "  --init-from FILE     initial parameters from a safetensors file\n"
     "  --inputs FILE        the inputs of every step from a safetensors file\n"
     "  --export FILE        write the final parameters as safetensors\n"
@@ -211,6 +213,8 @@ Options parseOptions(int argc, char **argv) {
         fail("--timeout needs a positive number of seconds, got '" + v + "'");
     } else if (a == "--data") {
       o.data = value(i);
+    } else if (a == "--trace") {
+      o.trace = value(i);
     } else if (a == "--metrics") {
       o.metrics = value(i);
     } else if (a == "--init-from") {
@@ -497,6 +501,7 @@ double evaluate(loomrt_ctx *ctx, const Data &data, int32_t lossIndex) {
   double total = 0.0;
   for (int b = 0; b < kBatches; ++b) {
     fillInputs(ctx, data, b, /*eval=*/true);
+    TraceSpan span(ctx, "eval", "compute", 0);
     ctx->program->eval.run(ctx);
     total += reinterpret_cast<float *>(ctx->tensors[lossIndex])[0];
   }
@@ -536,6 +541,7 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
   ctx.seed = o.seed;
   ctx.lrOverride = o.lr;
   ctx.timeoutSeconds = o.timeout;
+  ctx.tracePath = o.trace;
   // One rank until programs carry their mesh.
   const char *axis = "world";
   int64_t one = 1;
@@ -601,8 +607,11 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
       fillInputs(&ctx, data, step, /*eval=*/false);
     reinterpret_cast<float *>(ctx.tensors[iterIndex])[0] = float(step);
     auto start = std::chrono::steady_clock::now();
-    p->step.run(&ctx);
-    loomrt_sync(&ctx);
+    {
+      TraceSpan span(&ctx, "step " + std::to_string(step), "compute", 0);
+      p->step.run(&ctx);
+      loomrt_sync(&ctx);
+    }
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
