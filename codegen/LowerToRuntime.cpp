@@ -57,6 +57,7 @@ struct Emitter {
   std::vector<int64_t> shapeWords;
   std::map<std::vector<int64_t>, int64_t> shapeIds;
   llvm::StringMap<FunctionType> declared;
+  Operation *lastDecl = nullptr;
 
   // Per function.
   Value ctx;
@@ -100,10 +101,15 @@ struct Emitter {
     auto type = FunctionType::get(b.getContext(), TypeRange(args), results);
     if (!declared.count(name)) {
       declared[name] = type;
+      // Declarations come first, in the order of first use.
       OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(model);
+      if (lastDecl)
+        b.setInsertionPointAfter(lastDecl);
+      else
+        b.setInsertionPointToStart(module.getBody());
       auto decl = func::FuncOp::create(b, loc(), name, type);
       decl.setPrivate();
+      lastDecl = decl;
     }
     auto op = func::CallOp::create(b, loc(), name, results, args);
     return results.empty() ? Value() : op.getResult(0);
@@ -462,7 +468,7 @@ void loom::codegen::buildCodegenPipeline(OpPassManager &pm) {
 void loom::codegen::registerCodegenPasses() {
   registerLoomCodegenPasses();
   PassPipelineRegistration<>(
-      "loom-codegen",
+      "loom-to-emitc",
       "Lower a training step to EmitC: loom-lower-to-runtime, then the "
       "upstream SCF, arith and func conversions to EmitC",
       buildCodegenPipeline);

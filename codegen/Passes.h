@@ -23,7 +23,7 @@ namespace loom::codegen {
 /// SCF, arith and func conversions to EmitC.
 void buildCodegenPipeline(mlir::OpPassManager &pm);
 
-/// Registers the code generation passes and the `loom-codegen` pipeline.
+/// Registers the code generation passes and the `loom-to-emitc` pipeline.
 void registerCodegenPasses();
 
 } // namespace loom::codegen
