@@ -78,6 +78,31 @@ int64_t leadingBroadcast(const Shape &in, const Shape &out) {
   return inner;
 }
 
+/// y[i] = x[offset of i under `strides`] for every element i of `shape`,
+/// or the reverse (scatter) when `scatter` is set; whole rows at once when
+/// the last dimension is contiguous on both sides.
+void copyStrided(const Shape &shape, const std::vector<int64_t> &strides,
+                 const float *x, float *y, bool scatter = false) {
+  std::vector<int64_t> zero(shape.rank, 0);
+  if (shape.rank > 1 && strides.back() == 1) {
+    int64_t row = shape.back();
+    Shape rows{shape.rank - 1, shape.dims};
+    forEachBroadcast(rows, strides, zero, [&](int64_t i, int64_t is, int64_t) {
+      if (scatter)
+        std::memcpy(y + is, x + i * row, row * sizeof(float));
+      else
+        std::memcpy(y + i * row, x + is, row * sizeof(float));
+    });
+    return;
+  }
+  forEachBroadcast(shape, strides, zero, [&](int64_t i, int64_t is, int64_t) {
+    if (scatter)
+      y[is] = x[i];
+    else
+      y[i] = x[is];
+  });
+}
+
 template <typename Fn>
 void binary(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs,
             int64_t so, int64_t sl, int64_t sr, Fn f) {
@@ -703,65 +728,31 @@ void loomrt_dropout(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
 void loomrt_transpose(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
                       int64_t so, int64_t si, int64_t permutation) {
   Shape o = shapeOf(c, so), s = shapeOf(c, si), p = shapeOf(c, permutation);
-  std::vector<int64_t> own = stridesOf(s), strides(o.rank), zero(o.rank, 0);
+  std::vector<int64_t> own = stridesOf(s), strides(o.rank);
   for (int64_t d = 0; d < o.rank; ++d)
     strides[d] = own[p[d]];
-  const float *x = F(in);
-  float *y = F(out);
-  if (o.rank > 1 && p[o.rank - 1] == o.rank - 1) {
-    // The last dimension stays last: move whole rows.
-    int64_t row = o.back();
-    Shape rows{o.rank - 1, o.dims};
-    forEachBroadcast(rows, strides, zero, [&](int64_t i, int64_t ix, int64_t) {
-      std::memcpy(y + i * row, x + ix, row * sizeof(float));
-    });
-    return;
-  }
-  forEachBroadcast(o, strides, zero,
-                   [&](int64_t i, int64_t ix, int64_t) { y[i] = x[ix]; });
+  copyStrided(o, strides, F(in), F(out));
 }
 
 void loomrt_slice(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
                   int64_t si, int64_t offsets, int64_t) {
   Shape o = shapeOf(c, so), s = shapeOf(c, si), off = shapeOf(c, offsets);
-  std::vector<int64_t> strides = stridesOf(s), zero(o.rank, 0);
+  std::vector<int64_t> strides = stridesOf(s);
   int64_t base = 0;
   for (int64_t d = 0; d < s.rank; ++d)
     base += off[d] * strides[d];
-  const float *x = F(in) + base;
-  float *y = F(out);
-  if (o.rank > 1) {
-    int64_t row = o.back();
-    Shape rows{o.rank - 1, o.dims};
-    forEachBroadcast(rows, strides, zero, [&](int64_t i, int64_t ix, int64_t) {
-      std::memcpy(y + i * row, x + ix, row * sizeof(float));
-    });
-    return;
-  }
-  forEachBroadcast(o, strides, zero,
-                   [&](int64_t i, int64_t ix, int64_t) { y[i] = x[ix]; });
+  copyStrided(o, strides, F(in) + base, F(out));
 }
 
 void loomrt_pad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
                 int64_t si, int64_t, int64_t low) {
   Shape o = shapeOf(c, so), s = shapeOf(c, si), lo = shapeOf(c, low);
-  std::vector<int64_t> strides = stridesOf(o), zero(s.rank, 0);
+  std::vector<int64_t> strides = stridesOf(o);
   int64_t base = 0;
   for (int64_t d = 0; d < o.rank; ++d)
     base += lo[d] * strides[d];
   std::memset(out, 0, o.numel() * sizeof(float));
-  const float *x = F(in);
-  float *y = F(out) + base;
-  if (s.rank > 1) {
-    int64_t row = s.back();
-    Shape rows{s.rank - 1, s.dims};
-    forEachBroadcast(rows, strides, zero, [&](int64_t i, int64_t iy, int64_t) {
-      std::memcpy(y + iy, x + i * row, row * sizeof(float));
-    });
-    return;
-  }
-  forEachBroadcast(s, strides, zero,
-                   [&](int64_t i, int64_t iy, int64_t) { y[iy] = x[i]; });
+  copyStrided(s, strides, F(in), F(out) + base, /*scatter=*/true);
 }
 
 void loomrt_lr_schedule(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *step,
