@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Passes.h"
+#include "codegen/Report.h"
 #include "dialects/train/TrainDialect.h"
 #include "passes/Passes.h"
 
@@ -19,6 +20,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -55,6 +57,20 @@ static cl::opt<Target> target(
     cl::init(Target::Host),
     cl::values(clEnumValN(Target::Host, "host", "OpenBLAS and C++ kernels")),
     cl::cat(loomcCategory));
+
+static cl::opt<bool> report(
+    "report",
+    cl::desc("Print the plan's figures: memory per rank by component, "
+             "communication, bubble, FLOPs, predicted time (with --cluster); "
+             "without -o, only the report"),
+    cl::cat(loomcCategory));
+static cl::opt<std::string> reportJson(
+    "report-json", cl::desc("Write the report as JSON to FILE"),
+    cl::value_desc("FILE"), cl::cat(loomcCategory));
+static cl::opt<std::string> clusterFile(
+    "cluster", cl::desc("Cluster description (clusters/*.json) for the "
+                        "predicted step time and MFU"),
+    cl::value_desc("FILE"), cl::cat(loomcCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "loomc: error: " << message << "\n";
@@ -142,8 +158,18 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "loomc: compile a train-dialect model into a "
                               "training executable\n");
-  if (emit == Emit::Exe && outputFile == "-")
+  bool reportOnly = (report || !reportJson.empty()) && emit == Emit::Exe &&
+                    outputFile == "-";
+  if (emit == Emit::Exe && outputFile == "-" && !reportOnly)
     return fail("an executable needs an output file (-o OUT)");
+  std::optional<loom::codegen::Cluster> cluster;
+  if (!clusterFile.empty()) {
+    llvm::Expected<loom::codegen::Cluster> c =
+        loom::codegen::readCluster(clusterFile);
+    if (!c)
+      return fail(llvm::toString(c.takeError()));
+    cluster = *c;
+  }
 
   DialectRegistry registry;
   registry.insert<loom::train::TrainDialect, arith::ArithDialect,
@@ -169,6 +195,26 @@ int main(int argc, char **argv) {
   std::string step = print(*module);
   if (failed(dumpPhase("1-training-step.mlir", step)))
     return 1;
+  if (report || !reportJson.empty()) {
+    auto models = llvm::to_vector(module->getOps<loom::train::ModelOp>());
+    if (models.size() != 1)
+      return fail("the report needs exactly one 'train.model'");
+    FailureOr<loom::codegen::Report> r =
+        loom::codegen::reportModel(models.front(), cluster);
+    if (failed(r))
+      return 1;
+    if (report)
+      r->print(llvm::outs());
+    if (!reportJson.empty()) {
+      std::string text;
+      llvm::raw_string_ostream js(text);
+      js << llvm::formatv("{0:2}", r->toJSON()) << "\n";
+      if (failed(writeFile(reportJson, js.str())))
+        return 1;
+    }
+    if (reportOnly)
+      return 0;
+  }
   if (emit == Emit::MLIR)
     return failed(writeFile(outputFile, step)) ? 1 : 0;
 
