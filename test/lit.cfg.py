@@ -38,7 +38,8 @@ for var in list(config.environment):
 
 tool_dirs = [os.path.join(config.loom_obj_root, "bin"), config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    ["loom-opt", "loomc", "loomrt-collectives-test"], tool_dirs)
+    ["loom-opt", "loomc", "loomrt-collectives-test", "loomrt-calibrate"],
+    tool_dirs)
 
 # `--verify-roundtrip` over the whole suite: LOOM_VERIFY_ROUNDTRIP=1 makes every
 # loom-opt invocation also check that its output prints, parses and prints

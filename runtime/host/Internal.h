@@ -85,6 +85,11 @@ Shape shapeOf(loomrt_ctx *ctx, int64_t id);
 char *allocate(loomrt_ctx *ctx, int64_t bytes);
 void release(loomrt_ctx *ctx, char *ptr, int64_t bytes);
 
+/// Re-executes the process with OPENBLAS_CORETYPE set when OpenBLAS fell back
+/// to its Prescott kernels on a CPU with AVX2 or AVX-512 (a virtual CPU with
+/// a generic model name); returns when nothing needs doing.
+void selectBlasKernels(char **argv);
+
 /// Counter-based generators: pure functions of their key.
 uint64_t hash64(uint64_t x);
 uint64_t hashString(const char *s);

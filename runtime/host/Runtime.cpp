@@ -520,7 +520,7 @@ double evaluate(loomrt_ctx *ctx, const Data &data, int32_t lossIndex) {
 /// Prescott kernels, several times slower. When it did and the CPU has AVX2
 /// or AVX-512, run again with the core type named; OPENBLAS_CORETYPE set by
 /// the user is kept.
-static void selectBlasKernels(char **argv) {
+void loomrt::selectBlasKernels(char **argv) {
   if (std::getenv("OPENBLAS_CORETYPE") ||
       std::strcmp(openblas_get_corename(), "Prescott") != 0)
     return;
