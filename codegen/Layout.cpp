@@ -13,12 +13,22 @@ enum { kParam = 0, kState = 1, kInput = 2, kIteration = 3, kLoss = 4 };
 /// or the class count of the cross-entropy that consumes it.
 static int64_t boundOf(Value input) {
   for (OpOperand &use : input.getUses()) {
-    if (auto e = dyn_cast<EmbeddingOp>(use.getOwner()))
+    Operation *user = use.getOwner();
+    if (auto e = dyn_cast<EmbeddingOp>(user))
       if (use.get() == e.getIds())
         return e.getTable().getType().getDimSize(0);
-    if (auto ce = dyn_cast<CrossEntropyOp>(use.getOwner()))
+    if (auto ce = dyn_cast<CrossEntropyOp>(user))
       if (use.get() == ce.getLabels())
         return ce.getLogits().getType().getShape().back();
+    // Through reshapes and into repeats (micro-batch slices).
+    int64_t bound = 0;
+    if (auto reshape = dyn_cast<ReshapeOp>(user))
+      bound = boundOf(reshape.getResult());
+    else if (auto repeat = dyn_cast<RepeatOp>(user))
+      bound = boundOf(repeat.getBodyBlock().getArgument(
+          1 + use.getOperandNumber()));
+    if (bound)
+      return bound;
   }
   return 0;
 }

@@ -20,14 +20,19 @@ namespace loom {
 /// Options of the whole compilation pipeline, shared by `loom-opt
 /// --loom-pipeline` and `loomc`.
 struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Micro-batches per optimizer step (gradient "
+                     "accumulation)"),
+      llvm::cl::init(1)};
   Option<bool> optimizer{*this, "optimizer",
                          llvm::cl::desc("Add the optimizer step after the "
                                         "backward pass"),
                          llvm::cl::init(true)};
 };
 
-/// Verifies the model, derives its backward pass and (unless disabled) the
-/// optimizer step.
+/// Verifies the model, splits it into micro-batches when asked, derives its
+/// backward pass and (unless disabled) the optimizer step.
 void buildLoomPipeline(mlir::OpPassManager &pm, const LoomOptions &options);
 
 /// Registers every Loom pass and the `loom-pipeline` pipeline.

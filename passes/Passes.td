@@ -67,6 +67,50 @@ def TrainAutodiff : Pass<"train-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def TrainGradAccumulation : Pass<"train-grad-accumulation", "::mlir::ModuleOp"> {
+  let summary = "Split the batch into micro-batches whose gradients are summed";
+  let description = [{
+    Runs before `train-autodiff`. The forward pass becomes a `train.repeat`
+    over `micro-batches` slices of the inputs' leading (batch) dimension,
+    with the parameters as invariants and the loss as the carry, so that
+    autodiff turns it into one backward repeat that accumulates every
+    parameter's gradient across micro-batches and holds the activations of
+    one micro-batch at a time (each micro-batch's forward is recomputed in
+    the backward pass).
+
+    Normalisation is that of the whole batch: a cross-entropy loss (a mean
+    over the tokens whose label is not the ignore index) is weighted per
+    micro-batch by its share of the batch's labelled tokens
+    (`train.label_count`), so unevenly masked micro-batches give exactly the
+    big batch's loss and gradients; any other loss must be a mean over the
+    batch and is weighted by 1/M.
+
+    ```mlir
+    %l = train.cross_entropy %y, %t : tensor<8x4xf32>, tensor<8xi32>
+    ```
+    becomes, for micro-batches=2,
+    ```mlir
+    %total = train.label_count %t : tensor<8xi32>
+    %l = train.repeat 2 carry(%zero : tensor<f32>) stacked(%x2, %t2 : ...)
+           invariant(%w, %total : ...) : (tensor<f32>) {
+      ...  // the forward on tensor<4x...> slices
+      %c = train.label_count %ti : tensor<4xi32>
+      %share = train.div %c, %total ...
+      %part = train.mul %lmb, %share ...
+      %acc = train.add %carry, %part ...
+      train.yield carry(%acc : tensor<f32>)
+    }
+    ```
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per optimizer step (1: no accumulation)">,
+  ];
+  let statistics = [
+    Statistic<"numMoved", "moved-ops", "Forward ops moved into the micro-batch loop">,
+  ];
+}
+
 def TrainOptimizer : Pass<"train-optimizer", "::mlir::ModuleOp"> {
   let summary = "Add the optimizer step: clipping, schedule, SGD or AdamW";
   let description = [{

@@ -7,6 +7,9 @@
 void loom::buildLoomPipeline(mlir::OpPassManager &pm,
                              const LoomOptions &options) {
   pm.addPass(createTrainVerify());
+  if (options.microBatches != 1)
+    pm.addPass(createTrainGradAccumulation(
+        TrainGradAccumulationOptions{options.microBatches}));
   pm.addPass(createTrainAutodiff());
   if (options.optimizer)
     pm.addPass(createTrainOptimizer());

@@ -573,6 +573,20 @@ def Train_CrossEntropyGradOp : Train_TypedOp<"cross_entropy_grad", [
   let hasVerifier = 1;
 }
 
+def Train_LabelCountOp : Train_TypedOp<"label_count", [Train_CostOpInterface]> {
+  let summary = "the number of labels that count, at least 1, as f32";
+  let description = [{
+    The number of elements of `labels` that are not `ignore_index`, or 1
+    when there are none: the divisor that turns a sum over labelled tokens
+    into their mean. `train-grad-accumulation` weighs each micro-batch's
+    loss by its count over the whole batch's.
+  }];
+  let arguments = (ins Train_IndexTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = "$labels attr-dict `:` type($labels)";
+}
+
 def Train_DropoutOp : Train_TypedOp<"dropout", [
     AllTypesMatch<["input", "result"]>,
     DeclareOpInterfaceMethods<Train_BackwardOpInterface>,

@@ -707,6 +707,12 @@ void loomrt_cross_entropy_grad(loomrt_ctx *c, loomrt_buf *out,
   }
 }
 
+void loomrt_label_count(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *labels,
+                        int64_t, int64_t sl, int64_t ignore) {
+  int64_t count = countLabels(I(labels), shapeOf(c, sl).numel(), ignore);
+  F(out)[0] = float(std::max<int64_t>(count, 1));
+}
+
 void loomrt_dropout(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
                     int64_t stream, int64_t so, int64_t, double rate,
                     int64_t seed) {

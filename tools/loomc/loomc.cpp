@@ -72,6 +72,12 @@ static cl::opt<std::string> clusterFile(
                         "predicted step time and MFU"),
     cl::value_desc("FILE"), cl::cat(loomcCategory));
 
+static cl::opt<int64_t> microBatches(
+    "micro-batches",
+    cl::desc("Micro-batches per optimizer step: gradients accumulated over "
+             "M slices of the batch, normalised as one batch"),
+    cl::value_desc("M"), cl::init(1), cl::cat(loomcCategory));
+
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "loomc: error: " << message << "\n";
   return 1;
@@ -189,7 +195,9 @@ int main(int argc, char **argv) {
     return 1;
 
   PassManager pm(&context);
-  loom::buildLoomPipeline(pm, loom::LoomOptions());
+  loom::LoomOptions options;
+  options.microBatches = microBatches;
+  loom::buildLoomPipeline(pm, options);
   if (failed(pm.run(*module)))
     return 1;
   std::string step = print(*module);

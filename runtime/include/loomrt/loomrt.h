@@ -269,6 +269,8 @@ void loomrt_cross_entropy(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loo
                           int64_t ignore_index);
 void loomrt_cross_entropy_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels, loomrt_buf *grad, int64_t,
                                int64_t, int64_t, int64_t, int64_t ignore_index);
+void loomrt_label_count(loomrt_ctx *, loomrt_buf *out, loomrt_buf *labels, int64_t, int64_t,
+                        int64_t ignore_index);
 void loomrt_dropout(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t stream, int64_t, int64_t, double rate,
                     int64_t seed);
 void loomrt_transpose(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t permutation);
