@@ -15,6 +15,25 @@
 using namespace mlir;
 using namespace loom::train;
 
+/// `sum`, `mean` or `max`, as a bare keyword.
+static ParseResult parseReduceKind(OpAsmParser &parser, ReduceKindAttr &kind) {
+  StringRef keyword;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<ReduceKind> value = symbolizeReduceKind(keyword);
+  if (!value)
+    return parser.emitError(loc, "expected sum, mean or max, got '")
+           << keyword << "'";
+  kind = ReduceKindAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+static void printReduceKind(OpAsmPrinter &printer, Operation *,
+                            ReduceKindAttr kind) {
+  printer << stringifyReduceKind(kind.getValue());
+}
+
 #define GET_OP_CLASSES
 #include "dialects/train/TrainOps.cpp.inc"
 

@@ -333,7 +333,9 @@ def Train_ReduceOp : Train_ComputeOp<"reduce", [
                        Train_ReduceKindAttr:$kind,
                        DenseI64ArrayAttr:$dims);
   let results = (outs Train_FloatTensor:$result);
-  let assemblyFormat = "$kind $input `dims` $dims attr-dict `:` type($input)";
+  let assemblyFormat = [{
+    custom<ReduceKind>($kind) $input `dims` $dims attr-dict `:` type($input)
+  }];
 }
 
 def Train_BroadcastOp : Train_Op<"broadcast", [Pure, Train_KernelOpInterface,

@@ -489,3 +489,11 @@ func.func @causal_mask_rank(%x: tensor<4xf32>) {
   %0 = train.causal_mask %x fill 0.0 : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @reduce_kind(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{custom op 'train.reduce' expected sum, mean or max, got 'avg'}}
+  %0 = train.reduce avg %a dims [1] : tensor<2x3xf32>
+  return
+}
