@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../host/Internal.h"
+#include "../common/Internal.h"
 
 #include <cblas.h>
 #include <mpi.h>

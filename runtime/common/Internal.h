@@ -1,4 +1,12 @@
-//===- Internal.h - host backend internals ---------------------*- C++ -*-===//
+//===- Internal.h - what the runtime's backends share ----------*- C++ -*-===//
+//
+// The context, shapes, the counter-based generators, the mesh helpers and
+// the hooks (namespace loomrt::backend) through which the common driver
+// (Driver.cpp, Mesh.cpp) reaches a backend's memory and devices. Buffers in
+// `tensors` and `arena` are the backend's: host memory on the host backend,
+// device memory on the cuda backend.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef LOOMRT_HOST_INTERNAL_H
 #define LOOMRT_HOST_INTERNAL_H
@@ -56,8 +64,11 @@ struct loomrt_ctx {
   std::vector<TraceEvent> trace;
   std::string tracePath;
   std::chrono::steady_clock::time_point traceStart;
-  /// The thread that runs collectives in issue order (Comm.cpp).
+  /// The thread that runs collectives in issue order (host Comm.cpp).
   std::shared_ptr<void> commStream;
+  /// The backend's own state (the cuda backend's device, streams, handles,
+  /// allocator and communicators).
+  std::shared_ptr<void> device;
 };
 
 namespace loomrt {
@@ -81,9 +92,31 @@ Shape shapeOf(loomrt_ctx *ctx, int64_t id);
 /// Prints "loomrt: <message>" and exits non-zero.
 [[noreturn]] void fail(const std::string &message);
 
-/// Allocation that counts towards the peak.
+/// Allocation of backend memory that counts towards the peak.
 char *allocate(loomrt_ctx *ctx, int64_t bytes);
 void release(loomrt_ctx *ctx, char *ptr, int64_t bytes);
+
+/// Bytes of one element of a loomrt_dtype.
+int64_t elementBytes(int32_t dtype);
+
+/// What the common driver needs from a backend.
+namespace backend {
+/// The backend's name, for messages ("host", "cuda").
+const char *name();
+/// Called first in loomrt_main with its argv (the host backend may
+/// re-execute the process to pick OpenBLAS's kernels).
+void prepareProcess(char **argv);
+/// Called once MPI and the mesh are up (device selection, communicators),
+/// and before MPI finalizes.
+void startMesh(loomrt_ctx *ctx);
+void stopMesh(loomrt_ctx *ctx);
+/// Copies between host memory and backend memory; both wait for the work
+/// enqueued before them (they are the only way the driver reads results).
+void upload(loomrt_ctx *ctx, char *dst, const void *src, int64_t bytes);
+void download(loomrt_ctx *ctx, void *dst, const char *src, int64_t bytes);
+/// A line on the device for the start-of-training banner ("" for none).
+std::string describe(loomrt_ctx *ctx);
+} // namespace backend
 
 /// Re-executes the process with OPENBLAS_CORETYPE set when OpenBLAS fell back
 /// to its Prescott kernels on a CPU with AVX2 or AVX-512 (a virtual CPU with
@@ -110,6 +143,23 @@ struct Launch {
   int rank = 0, world = 1, localRank = 0;
 };
 Launch launchFromEnvironment();
+
+/// A rank's coordinates on the mesh, and as text "(dp=0, tp=1)".
+std::vector<int64_t> coordinates(loomrt_ctx *ctx, int worldRank);
+std::string coordsOf(loomrt_ctx *ctx, int worldRank);
+/// The members of this rank's group over the axes of `mask`, computed from
+/// the mesh alone: this rank's position among them and their world ranks.
+struct GroupMembers {
+  int rank = 0;
+  std::vector<int> worldRanks;
+};
+GroupMembers groupMembers(loomrt_ctx *ctx, uint32_t mask);
+/// The group's axes joined with '+' ("self" for none).
+std::string groupName(loomrt_ctx *ctx, uint32_t mask);
+/// Adds to the bytes sent in collectives of `kind` over `mask`.
+void countBytes(loomrt_ctx *ctx, int kind, uint32_t mask, int64_t bytes);
+/// Writes the trace when tracing is on (at loomrt_finalize).
+void writeTrace(loomrt_ctx *ctx);
 
 /// Records a span on the trace when tracing is on: from construction to
 /// destruction, on thread `thread` (0: compute, 1: communication).

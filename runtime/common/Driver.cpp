@@ -1,10 +1,15 @@
-//===- Runtime.cpp - host backend: buffers, initialization, training loop -===//
+//===- Driver.cpp - the training loop every backend shares ----------------===//
+//
+// Command line, initialization, data, safetensors, metrics and the loop;
+// it touches backend memory only through loomrt::backend::upload and
+// download.
+//
+//===----------------------------------------------------------------------===//
 
 #include "Internal.h"
 
 #include "llvm/Support/JSON.h"
 
-#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,21 +40,6 @@ Shape loomrt::shapeOf(loomrt_ctx *ctx, int64_t id) {
   if (id < 0 || id >= p->num_shape_words)
     fail("shape id " + std::to_string(id) + " is outside the shape table");
   return Shape{p->shapes[id], p->shapes + id + 1};
-}
-
-char *loomrt::allocate(loomrt_ctx *ctx, int64_t bytes) {
-  size_t rounded = size_t((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
-  char *ptr = static_cast<char *>(std::aligned_alloc(64, rounded));
-  if (!ptr)
-    fail("out of memory allocating " + std::to_string(bytes) + " bytes");
-  ctx->currentBytes += bytes;
-  ctx->peakBytes = std::max(ctx->peakBytes, ctx->currentBytes);
-  return ptr;
-}
-
-void loomrt::release(loomrt_ctx *ctx, char *ptr, int64_t bytes) {
-  std::free(ptr);
-  ctx->currentBytes -= bytes;
 }
 
 uint64_t loomrt::hash64(uint64_t x) {
@@ -91,50 +81,11 @@ double loomrt::evaluateSchedule(double lr, int64_t warmup, int64_t total,
   return minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * progress));
 }
 
-static int64_t dtypeBytes(int32_t dtype) {
-  switch (dtype) {
-  case LOOMRT_BF16:
-    return 2;
-  case LOOMRT_I64:
-    return 8;
-  default:
-    return 4;
-  }
-}
-
 extern "C" {
 
 loomrt_ctx *loomrt_create(void) { return new loomrt_ctx(); }
 void loomrt_destroy(loomrt_ctx *ctx) { delete ctx; }
 
-loomrt_buf *loomrt_tensor(loomrt_ctx *ctx, int32_t index) {
-  return reinterpret_cast<loomrt_buf *>(ctx->tensors[index]);
-}
-
-loomrt_buf *loomrt_scratch(loomrt_ctx *ctx, int64_t offset) {
-  return reinterpret_cast<loomrt_buf *>(ctx->arena + offset);
-}
-
-loomrt_buf *loomrt_view(loomrt_ctx *, loomrt_buf *base, int64_t offset) {
-  return reinterpret_cast<loomrt_buf *>(reinterpret_cast<char *>(base) +
-                                        offset);
-}
-
-loomrt_buf *loomrt_null(loomrt_ctx *) { return nullptr; }
-
-void loomrt_copy(loomrt_ctx *, loomrt_buf *dst, loomrt_buf *src,
-                 int64_t bytes) {
-  if (dst != src)
-    std::memmove(dst, src, size_t(bytes));
-}
-
-void loomrt_fill(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
-                 double value) {
-  float *y = reinterpret_cast<float *>(dst);
-  std::fill(y, y + shapeOf(ctx, shape).numel(), float(value));
-}
-
-void loomrt_sync(loomrt_ctx *) {}
 
 } // extern "C"
 
@@ -282,10 +233,10 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
     const llvm::json::Array *offsets = e->getArray("data_offsets");
     int64_t begin = offsets ? (*offsets)[0].getAsInteger().value_or(-1) : -1;
     int64_t end = offsets ? (*offsets)[1].getAsInteger().value_or(-1) : -1;
-    int64_t want = s.numel() * dtypeBytes(d.dtype);
+    int64_t want = s.numel() * elementBytes(d.dtype);
     if (begin < 0 || end - begin != want || size_t(end) > dataSize)
       fail("'" + path + "': tensor '" + d.name + "' has bad data offsets");
-    std::memcpy(ctx->tensors[t], data + begin, size_t(want));
+    backend::upload(ctx, ctx->tensors[t], data + begin, want);
   }
 }
 
@@ -322,9 +273,11 @@ void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
   uint64_t size = text.size();
   out.write(reinterpret_cast<const char *>(&size), 8);
   out.write(text.data(), std::streamsize(text.size()));
-  for (int64_t t : order)
-    out.write(ctx->tensors[t],
-              std::streamsize(shapeOf(ctx, p->tensors[t].shape).numel() * 4));
+  for (int64_t t : order) {
+    std::vector<char> host(size_t(shapeOf(ctx, p->tensors[t].shape).numel() * 4));
+    backend::download(ctx, host.data(), ctx->tensors[t], int64_t(host.size()));
+    out.write(host.data(), std::streamsize(host.size()));
+  }
   if (!out)
     fail("error writing '" + path + "'");
 }
@@ -333,13 +286,17 @@ void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
 // Initialization and data
 //===----------------------------------------------------------------------===//
 
+/// Fills a persistent tensor with its initial value (zeros but for
+/// parameters), computed here and uploaded.
 void initialize(loomrt_ctx *ctx, const loomrt_tensor_desc &d, char *buf) {
   int64_t n = shapeOf(ctx, d.shape).numel();
+  std::vector<float> host(size_t(d.role == LOOMRT_PARAM ? n : 0));
   if (d.role != LOOMRT_PARAM) {
-    std::memset(buf, 0, size_t(n * dtypeBytes(d.dtype)));
+    std::vector<char> zeros(size_t(n * elementBytes(d.dtype)), 0);
+    backend::upload(ctx, buf, zeros.data(), int64_t(zeros.size()));
     return;
   }
-  float *x = reinterpret_cast<float *>(buf);
+  float *x = host.data();
   uint64_t key = hashString(d.name) ^ hash64(ctx->seed);
   for (int64_t i = 0; i < n; ++i) {
     uint64_t k = key ^ hash64(uint64_t(i) * 0x9e3779b97f4a7c15ULL + 1);
@@ -360,6 +317,7 @@ void initialize(loomrt_ctx *ctx, const loomrt_tensor_desc &d, char *buf) {
       x[i] = float(d.init_value);
     }
   }
+  backend::upload(ctx, buf, host.data(), n * 4);
 }
 
 /// Synthetic text: sentences drawn from a fixed word list by a counter-based
@@ -423,8 +381,9 @@ void fillInputs(loomrt_ctx *ctx, const Data &data, int64_t step, bool eval) {
     size_t begin = eval ? data.trainEnd : 0;
     size_t span = (eval ? data.text.size() : data.trainEnd) - begin -
                   size_t(context) - 1;
-    auto *tok = reinterpret_cast<int32_t *>(ctx->tensors[data.tokens]);
-    auto *lab = reinterpret_cast<int32_t *>(ctx->tensors[data.labels]);
+    std::vector<int32_t> tokens(size_t(rows * context)),
+        labels(size_t(rows * context));
+    int32_t *tok = tokens.data(), *lab = labels.data();
     for (int64_t r = 0; r < rows; ++r) {
       uint64_t key = hash64(ctx->seed ^ hash64(uint64_t(step) * 1000003ULL +
                                                uint64_t(r) + (eval ? 7 : 0)));
@@ -436,6 +395,8 @@ void fillInputs(loomrt_ctx *ctx, const Data &data, int64_t step, bool eval) {
             static_cast<unsigned char>(data.text[start + j + 1]) % bound;
       }
     }
+    backend::upload(ctx, ctx->tensors[data.tokens], tok, rows * context * 4);
+    backend::upload(ctx, ctx->tensors[data.labels], lab, rows * context * 4);
     return;
   }
   for (int64_t t = 0; t < p->num_tensors; ++t) {
@@ -445,15 +406,17 @@ void fillInputs(loomrt_ctx *ctx, const Data &data, int64_t step, bool eval) {
     int64_t n = shapeOf(ctx, d.shape).numel();
     uint64_t key = hashString(d.name) ^ hash64(ctx->seed) ^
                    hash64(uint64_t(step) + (eval ? 1ULL << 40 : 0));
+    std::vector<float> values(size_t(d.dtype == LOOMRT_F32 ? n : 0));
+    std::vector<int32_t> ids(size_t(d.dtype == LOOMRT_F32 ? 0 : n));
     if (d.dtype == LOOMRT_F32) {
-      float *x = reinterpret_cast<float *>(ctx->tensors[t]);
       for (int64_t i = 0; i < n; ++i)
-        x[i] = float(normal(key ^ hash64(uint64_t(i))));
+        values[i] = float(normal(key ^ hash64(uint64_t(i))));
+      backend::upload(ctx, ctx->tensors[t], values.data(), n * 4);
     } else {
       int64_t bound = d.bound > 0 ? d.bound : 2;
-      int32_t *x = reinterpret_cast<int32_t *>(ctx->tensors[t]);
       for (int64_t i = 0; i < n; ++i)
-        x[i] = int32_t(hash64(key ^ hash64(uint64_t(i))) % uint64_t(bound));
+        ids[i] = int32_t(hash64(key ^ hash64(uint64_t(i))) % uint64_t(bound));
+      backend::upload(ctx, ctx->tensors[t], ids.data(), n * 4);
     }
   }
 }
@@ -503,7 +466,9 @@ double evaluate(loomrt_ctx *ctx, const Data &data, int32_t lossIndex) {
     fillInputs(ctx, data, b, /*eval=*/true);
     TraceSpan span(ctx, "eval", "compute", 0);
     ctx->program->eval.run(ctx);
-    total += reinterpret_cast<float *>(ctx->tensors[lossIndex])[0];
+    float loss = 0.0f;
+    backend::download(ctx, &loss, ctx->tensors[lossIndex], 4);
+    total += loss;
   }
   ctx->training = true;
   return total / kBatches;
@@ -515,26 +480,8 @@ double evaluate(loomrt_ctx *ctx, const Data &data, int32_t lossIndex) {
 // The training loop
 //===----------------------------------------------------------------------===//
 
-/// OpenBLAS picks its kernels from the CPU model name, and under some
-/// hypervisors (a generic "Intel Xeon Processor") it falls back to the
-/// Prescott kernels, several times slower. When it did and the CPU has AVX2
-/// or AVX-512, run again with the core type named; OPENBLAS_CORETYPE set by
-/// the user is kept.
-void loomrt::selectBlasKernels(char **argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") ||
-      std::strcmp(openblas_get_corename(), "Prescott") != 0)
-    return;
-  const char *core = __builtin_cpu_supports("avx512f")  ? "SkylakeX"
-                     : __builtin_cpu_supports("avx2") ? "Haswell"
-                                                      : nullptr;
-  if (!core)
-    return;
-  setenv("OPENBLAS_CORETYPE", core, 1);
-  execv("/proc/self/exe", argv);
-}
-
 int loomrt_main(int argc, char **argv, const loomrt_program *program) {
-  selectBlasKernels(argv);
+  backend::prepareProcess(argv);
   Options o = parseOptions(argc, argv);
   loomrt_ctx ctx;
   ctx.program = program;
@@ -549,7 +496,7 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
   const loomrt_program *p = program;
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
-    int64_t bytes = shapeOf(&ctx, d.shape).numel() * dtypeBytes(d.dtype);
+    int64_t bytes = shapeOf(&ctx, d.shape).numel() * elementBytes(d.dtype);
     ctx.tensors.push_back(allocate(&ctx, bytes));
     initialize(&ctx, d, ctx.tensors.back());
   }
@@ -595,6 +542,8 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
               p->name, (long long)params, (long long)o.steps,
               formatBytes(double(ctx.currentBytes - arenaBytes)).c_str(),
               formatBytes(double(arenaBytes)).c_str());
+  if (std::string device = backend::describe(&ctx); !device.empty())
+    std::printf("loom: %s\n", device.c_str());
   std::fflush(stdout);
 
   double firstLoss = 0.0, lastLoss = 0.0, totalSeconds = 0.0;
@@ -605,7 +554,8 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
     ctx.step = step;
     if (!fixedInputs)
       fillInputs(&ctx, data, step, /*eval=*/false);
-    reinterpret_cast<float *>(ctx.tensors[iterIndex])[0] = float(step);
+    float stepValue = float(step);
+    backend::upload(&ctx, ctx.tensors[iterIndex], &stepValue, 4);
     auto start = std::chrono::steady_clock::now();
     {
       TraceSpan span(&ctx, "step " + std::to_string(step), "compute", 0);
@@ -616,7 +566,9 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
                          std::chrono::steady_clock::now() - start)
                          .count();
     totalSeconds += seconds;
-    double loss = reinterpret_cast<float *>(ctx.tensors[lossIndex])[0];
+    float stepLoss = 0.0f;
+    backend::download(&ctx, &stepLoss, ctx.tensors[lossIndex], 4);
+    double loss = stepLoss;
     if (!std::isfinite(loss))
       fail("the loss is " + std::to_string(loss) + " at step " +
            std::to_string(step));
