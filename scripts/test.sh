@@ -12,4 +12,6 @@ status=0
 echo "== the loom-opt tests again, every invocation under --verify-roundtrip"
 LOOM_VERIFY_ROUNDTRIP=1 "$LIT" -sv build/test/dialects build/test/passes \
   build/test/tools build/test/codegen build/test/examples build/test/scale || status=1
+echo "== the GPU tests (ctest label gpu; they skip, saying why, without a GPU)"
+ctest --test-dir build -L gpu --output-on-failure -V || status=1
 exit $status

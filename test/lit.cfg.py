@@ -1,6 +1,8 @@
 # -*- Python -*-
 import os
 
+import subprocess
+
 import lit.formats
 from lit.llvm import llvm_config
 
@@ -11,7 +13,8 @@ config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "loomtest.py", "opcheck.py", "gpt_torch.py",
                    "check_training.py", "check_pmpi.py", "collectives.cpp",
-                   "pmpi_count.c", "check_report.py", "grad_accumulation.py", "__pycache__"]
+                   "pmpi_count.c", "check_report.py", "grad_accumulation.py", "__pycache__",
+                   "compare_losses.py", "run-gpu-tests.sh", "check_fatbin.py"]
 
 # Every FileCheck variable is local to its CHECK-LABEL block.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
@@ -40,6 +43,32 @@ tool_dirs = [os.path.join(config.loom_obj_root, "bin"), config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
     ["loom-opt", "loomc", "loomrt-collectives-test", "loomrt-calibrate"],
     tool_dirs)
+
+# The cuda backend: `cuda-build` where it was built (nvcc, cuBLAS and NCCL
+# found), `cuda-device` where a GPU is present too, `cuda-gpus-N` with at
+# least N of them. Without a device the GPU tests are reported UNSUPPORTED,
+# and why is printed here.
+if config.loom_have_cuda in ("ON", "TRUE", "1"):
+    config.available_features.add("cuda-build")
+    probe = os.path.join(config.loom_obj_root, "bin", "loomrt-cuda-probe")
+    try:
+        result = subprocess.run([probe], capture_output=True, text=True, timeout=60)
+        output, code = result.stdout.strip(), result.returncode
+    except (OSError, subprocess.TimeoutExpired) as e:
+        output, code = str(e), 1
+    if code == 0:
+        devices = output.count("device ")
+        config.available_features.add("cuda-device")
+        for n in (2, 4, 8):
+            if devices >= n:
+                config.available_features.add("cuda-gpus-%d" % n)
+        lit_config.note("GPU tests run on: " + output.replace("\n", "; "))
+    else:
+        lit_config.note("GPU tests skipped: " + output)
+else:
+    lit_config.note("GPU tests skipped: Loom was built without the cuda backend")
+llvm_config.add_tool_substitutions(
+    ["loomrt-collectives-test-cuda", "loomrt-cuda-probe"], tool_dirs)
 
 # `--verify-roundtrip` over the whole suite: LOOM_VERIFY_ROUNDTRIP=1 makes every
 # loom-opt invocation also check that its output prints, parses and prints

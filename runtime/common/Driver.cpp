@@ -42,23 +42,11 @@ Shape loomrt::shapeOf(loomrt_ctx *ctx, int64_t id) {
   return Shape{p->shapes[id], p->shapes + id + 1};
 }
 
-uint64_t loomrt::hash64(uint64_t x) {
-  // splitmix64's finalizer: a bijective mix of a 64-bit counter.
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 uint64_t loomrt::hashString(const char *s) {
   uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a
   for (; *s; ++s)
     h = (h ^ uint64_t(static_cast<unsigned char>(*s))) * 0x100000001b3ULL;
   return hash64(h);
-}
-
-double loomrt::uniform(uint64_t key) {
-  return double(hash64(key) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 double loomrt::normal(uint64_t key) {
@@ -67,24 +55,42 @@ double loomrt::normal(uint64_t key) {
   return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2.0 * M_PI * u2);
 }
 
-double loomrt::evaluateSchedule(double lr, int64_t warmup, int64_t total,
-                                int32_t decay, double minLr, double step) {
-  if (step < double(warmup))
-    return lr * (step + 1.0) / double(warmup);
-  if (decay == 0)
-    return lr;
-  double progress = std::clamp((step - double(warmup)) /
-                                   double(total - warmup),
-                               0.0, 1.0);
-  if (decay == 1)
-    return minLr + (lr - minLr) * (1.0 - progress);
-  return minLr + 0.5 * (lr - minLr) * (1.0 + std::cos(M_PI * progress));
-}
-
 extern "C" {
 
 loomrt_ctx *loomrt_create(void) { return new loomrt_ctx(); }
 void loomrt_destroy(loomrt_ctx *ctx) { delete ctx; }
+
+loomrt_buf *loomrt_alloc(loomrt_ctx *ctx, int64_t bytes) {
+  return reinterpret_cast<loomrt_buf *>(allocate(ctx, bytes));
+}
+void loomrt_free(loomrt_ctx *ctx, loomrt_buf *buf, int64_t bytes) {
+  release(ctx, reinterpret_cast<char *>(buf), bytes);
+}
+void loomrt_upload(loomrt_ctx *ctx, loomrt_buf *dst, const void *src,
+                   int64_t bytes) {
+  backend::upload(ctx, reinterpret_cast<char *>(dst), src, bytes);
+}
+void loomrt_download(loomrt_ctx *ctx, void *dst, loomrt_buf *src,
+                     int64_t bytes) {
+  backend::download(ctx, dst, reinterpret_cast<const char *>(src), bytes);
+}
+
+// Buffers are addresses in the backend's memory on every backend, so views
+// are pointer arithmetic.
+loomrt_buf *loomrt_tensor(loomrt_ctx *ctx, int32_t index) {
+  return reinterpret_cast<loomrt_buf *>(ctx->tensors[index]);
+}
+
+loomrt_buf *loomrt_scratch(loomrt_ctx *ctx, int64_t offset) {
+  return reinterpret_cast<loomrt_buf *>(ctx->arena + offset);
+}
+
+loomrt_buf *loomrt_view(loomrt_ctx *, loomrt_buf *base, int64_t offset) {
+  return reinterpret_cast<loomrt_buf *>(reinterpret_cast<char *>(base) +
+                                        offset);
+}
+
+loomrt_buf *loomrt_null(loomrt_ctx *) { return nullptr; }
 
 
 } // extern "C"

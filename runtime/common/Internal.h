@@ -11,6 +11,7 @@
 #ifndef LOOMRT_HOST_INTERNAL_H
 #define LOOMRT_HOST_INTERNAL_H
 
+#include "Formulas.h"
 #include "loomrt/loomrt.h"
 
 #include <chrono>
@@ -123,18 +124,10 @@ std::string describe(loomrt_ctx *ctx);
 /// a generic model name); returns when nothing needs doing.
 void selectBlasKernels(char **argv);
 
-/// Counter-based generators: pure functions of their key.
-uint64_t hash64(uint64_t x);
+/// Counter-based generators (hash64 and uniform are in Formulas.h).
 uint64_t hashString(const char *s);
-/// Uniform in [0, 1) from a key.
-double uniform(uint64_t key);
 /// Standard normal from a key (Box-Muller on two derived uniforms).
 double normal(uint64_t key);
-
-/// The learning rate of a schedule at a step (the formula of
-/// #train.schedule).
-double evaluateSchedule(double lr, int64_t warmup, int64_t total,
-                        int32_t decay, double minLr, double step);
 
 /// What the launcher (mpirun, srun, a PMI launcher) says about this
 /// process, read from its environment.

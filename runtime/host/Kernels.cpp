@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "ShapeMath.h"
 
 #include <cblas.h>
 
@@ -17,28 +18,6 @@
 using namespace loomrt;
 
 namespace {
-
-float *F(loomrt_buf *b) { return reinterpret_cast<float *>(b); }
-const int32_t *I(loomrt_buf *b) { return reinterpret_cast<int32_t *>(b); }
-
-/// Row-major strides of a shape.
-std::vector<int64_t> stridesOf(const Shape &s) {
-  std::vector<int64_t> strides(s.rank, 1);
-  for (int64_t i = s.rank - 2; i >= 0; --i)
-    strides[i] = strides[i + 1] * s[i + 1];
-  return strides;
-}
-
-/// Strides of `in` (broadcast into `out`, aligned right): 0 along dimensions
-/// where `in` has size 1 or does not exist.
-std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
-  std::vector<int64_t> own = stridesOf(in), strides(out.rank, 0);
-  int64_t offset = out.rank - in.rank;
-  for (int64_t d = 0; d < in.rank; ++d)
-    if (in[d] != 1)
-      strides[d + offset] = own[d];
-  return strides;
-}
 
 /// Calls f(outIndex, aIndex, bIndex) for every element of `out`.
 template <typename Fn>
@@ -62,21 +41,8 @@ void forEachBroadcast(const Shape &out, const std::vector<int64_t> &sa,
   }
 }
 
-/// When `in` broadcasts into `out` only along leading dimensions (a bias
-/// over a batch), the element count of `in`; 0 otherwise.
-int64_t leadingBroadcast(const Shape &in, const Shape &out) {
-  int64_t offset = out.rank - in.rank, inner = 1;
-  bool ones = true; // still inside in's own leading 1s
-  for (int64_t d = 0; d < in.rank; ++d) {
-    if (ones && in[d] == 1)
-      continue;
-    ones = false;
-    if (in[d] != out[d + offset])
-      return 0;
-    inner *= in[d];
-  }
-  return inner;
-}
+float *F(loomrt_buf *b) { return reinterpret_cast<float *>(b); }
+const int32_t *I(loomrt_buf *b) { return reinterpret_cast<int32_t *>(b); }
 
 /// y[i] = x[offset of i under `strides`] for every element i of `shape`,
 /// or the reverse (scatter) when `scatter` is set; whole rows at once when
@@ -172,26 +138,11 @@ inline float fastTanh(float x) { return 1.0f - 2.0f / (vexp(2.0f * x) + 1.0f); }
 
 float sigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
 
-/// Rows of the last dimension: (rows, width).
-std::pair<int64_t, int64_t> rowsOf(const Shape &s) {
-  int64_t width = s.rank ? s.back() : 1;
-  return {s.numel() / width, width};
-}
-
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float *a, const float *b, float beta, float *c) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, ta ? m : k, b,
               tb ? k : n, beta, c, n);
-}
-
-/// The reduced-dimension flags of an array attribute.
-std::vector<bool> reducedDims(loomrt_ctx *ctx, int64_t dims, int64_t rank) {
-  Shape d = shapeOf(ctx, dims);
-  std::vector<bool> reduced(rank, false);
-  for (int64_t i = 0; i < d.rank; ++i)
-    reduced[d[i]] = true;
-  return reduced;
 }
 
 /// For each input element, the offset of the output element it reduces
@@ -724,9 +675,7 @@ void loomrt_dropout(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
     return;
   }
   float keepScale = float(1.0 / (1.0 - rate));
-  uint64_t key = hash64(hash64(hash64(uint64_t(seed) ^ c->seed) ^
-                               uint64_t(stream + 1)) ^
-                        uint64_t(c->step));
+  uint64_t key = dropoutKey(seed, c->seed, stream, c->step);
   for (int64_t i = 0; i < n; ++i)
     y[i] = uniform(key ^ hash64(uint64_t(i))) >= rate ? x[i] * keepScale : 0.0f;
 }

@@ -68,21 +68,6 @@ std::string loomrt::backend::describe(loomrt_ctx *) { return ""; }
 
 extern "C" {
 
-loomrt_buf *loomrt_tensor(loomrt_ctx *ctx, int32_t index) {
-  return reinterpret_cast<loomrt_buf *>(ctx->tensors[index]);
-}
-
-loomrt_buf *loomrt_scratch(loomrt_ctx *ctx, int64_t offset) {
-  return reinterpret_cast<loomrt_buf *>(ctx->arena + offset);
-}
-
-loomrt_buf *loomrt_view(loomrt_ctx *, loomrt_buf *base, int64_t offset) {
-  return reinterpret_cast<loomrt_buf *>(reinterpret_cast<char *>(base) +
-                                        offset);
-}
-
-loomrt_buf *loomrt_null(loomrt_ctx *) { return nullptr; }
-
 void loomrt_copy(loomrt_ctx *, loomrt_buf *dst, loomrt_buf *src,
                  int64_t bytes) {
   if (dst != src)

@@ -9,6 +9,8 @@
 // from the mesh coordinates (not from the runtime's groups). Then checks the
 // runtime's byte counters against each algorithm's formula and prints this
 // rank's total, which the test compares with what a PMPI wrapper counted.
+// Buffers are the backend's memory (device memory when built against the
+// cuda backend, as loomrt-collectives-test-cuda), mirrored from host vectors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,9 +38,32 @@ void expect(bool ok, const std::string &what) {
 
 float f(int rank, int64_t i) { return 0.5f * float(rank + 1) + 0.25f * float(i % 7); }
 
-loomrt_buf *buf(std::vector<float> &v) {
-  return reinterpret_cast<loomrt_buf *>(v.data());
-}
+/// Backend memory holding a host vector: uploaded when made, read back into
+/// the vector and freed when it goes (after the collectives that use it).
+class Mirror {
+public:
+  Mirror(loomrt_ctx *ctx, std::vector<float> &host)
+      : ctx(ctx), host(host), bytes(int64_t(host.size() * sizeof(float))),
+        dev(loomrt_alloc(ctx, bytes)) {
+    loomrt_upload(ctx, dev, host.data(), bytes);
+  }
+  ~Mirror() {
+    loomrt_download(ctx, host.data(), dev, bytes);
+    loomrt_free(ctx, dev, bytes);
+  }
+  Mirror(const Mirror &) = delete;
+  operator loomrt_buf *() const { return dev; }
+
+private:
+  loomrt_ctx *ctx;
+  std::vector<float> &host;
+  int64_t bytes;
+  loomrt_buf *dev;
+};
+
+loomrt_ctx *context = nullptr;
+/// A mirror that lives until the end of the full expression it is made in.
+Mirror buf(std::vector<float> &v) { return Mirror(context, v); }
 
 } // namespace
 
@@ -70,6 +95,7 @@ int main(int argc, char **argv) {
     cnames.push_back(n.c_str());
   loomrt_ctx *ctx = loomrt_create();
   loomrt_init_mesh(ctx, int32_t(names.size()), cnames.data(), sizes.data());
+  context = ctx;
   int rank = loomrt_rank(ctx), axes = int(sizes.size());
   if (argc == 5) {
     loomrt_set_timeout(ctx, std::atof(argv[4]));
@@ -197,15 +223,18 @@ int main(int argc, char **argv) {
       ar[i] = f(rank, i);
     for (int64_t j = 0; j < cpr; ++j)
       piece[j] = f(rank, j + 1);
-    loomrt_comm_event *e1 =
-        loomrt_comm_all_reduce_async(ctx, mask, buf(ar), n, LOOMRT_F32, 0);
-    loomrt_comm_event *e2 = loomrt_comm_all_gather_async(
-        ctx, mask, buf(gathered), buf(piece), cpr, LOOMRT_F32);
     double busy = 0;
-    for (int64_t i = 0; i < 100000; ++i)
-      busy += std::sqrt(double(i));
-    loomrt_comm_wait(ctx, e2);
-    loomrt_comm_wait(ctx, e1);
+    {
+      Mirror dar(ctx, ar), dgathered(ctx, gathered), dpiece(ctx, piece);
+      loomrt_comm_event *e1 =
+          loomrt_comm_all_reduce_async(ctx, mask, dar, n, LOOMRT_F32, 0);
+      loomrt_comm_event *e2 = loomrt_comm_all_gather_async(
+          ctx, mask, dgathered, dpiece, cpr, LOOMRT_F32);
+      for (int64_t i = 0; i < 100000; ++i)
+        busy += std::sqrt(double(i));
+      loomrt_comm_wait(ctx, e2);
+      loomrt_comm_wait(ctx, e1);
+    }
     ok = busy > 0;
     for (int64_t i = 0; i < n; ++i) {
       float want = 0.0f;

@@ -49,13 +49,13 @@ def read_safetensors(path):
 class Program:
     """A model compiled by loomc into an executable in a temporary folder."""
 
-    def __init__(self, loomc, mlir_text, name="model"):
+    def __init__(self, loomc, mlir_text, name="model", loomc_args=()):
         self.dir = tempfile.mkdtemp(prefix="loom-test-")
         self.mlir = os.path.join(self.dir, name + ".mlir")
         with open(self.mlir, "w") as f:
             f.write(mlir_text)
         self.exe = os.path.join(self.dir, name)
-        result = subprocess.run([loomc, self.mlir, "-o", self.exe],
+        result = subprocess.run([loomc, self.mlir, "-o", self.exe, *loomc_args],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"loomc failed on {self.mlir}:\n{result.stderr}")

@@ -224,11 +224,15 @@ def finite_differences(f, params, name, h=1e-5):
     return grad
 
 
+TARGET = "host"
+
+
 def check(loomc, case):
     y_ref = np.asarray(case.ref(case.params), np.float64)
     r = normal(*y_ref.shape) if y_ref.shape else np.array(normal(1)[0])
     params = dict(case.params, r=r.astype(np.float32))
-    program = Program(loomc, model_text(case, y_ref.shape), case.name)
+    program = Program(loomc, model_text(case, y_ref.shape), case.name,
+                      [f"--target={TARGET}"])
     rows, exported = program.run(steps=1, params=params,
                                  inputs=case.inputs or None)
     problems = []
@@ -262,7 +266,8 @@ def check_dropout(loomc):
     case = Case("dropout", {"a": positive(*shape)},
                 f"%y = train.dropout %a rate {rate} seed 5 : {mlir_type(shape)}",
                 None)
-    program = Program(loomc, model_text(case, shape), "dropout")
+    program = Program(loomc, model_text(case, shape), "dropout",
+                      [f"--target={TARGET}"])
     r = normal(*shape)
     params = {"a": case.params["a"], "r": r}
     _, exported = program.run(steps=1, params=params)
@@ -281,6 +286,13 @@ def check_dropout(loomc):
     _, other = program.run(steps=1, params=params, extra=["--seed", "9"])
     if np.array_equal(params["r"] - other["r"], y.astype(np.float32)):
         problems.append("--seed does not change the mask")
+    if TARGET != "host":
+        # Both backends draw the mask from the same counter-based generator.
+        host = Program(loomc, model_text(case, shape), "dropout-host")
+        _, on_host = host.run(steps=1, params=params)
+        host_kept = np.abs(params["r"].astype(np.float64) - on_host["r"]) > 0
+        if not np.array_equal(kept, host_kept):
+            problems.append("the mask differs from the host backend's")
     return problems
 
 
@@ -288,7 +300,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--loomc", required=True)
     parser.add_argument("--only", help="run the cases whose name contains this")
+    parser.add_argument("--target", default="host", choices=["host", "cuda"],
+                        help="the backend the executables are built for")
     args = parser.parse_args()
+    global TARGET
+    TARGET = args.target
     failures = 0
     for case in cases():
         if args.only and args.only not in case.name:
@@ -304,7 +320,7 @@ def main():
         for p in problems:
             print("     " + p)
         failures += bool(problems)
-    print(f"{failures} failed")
+    print(f"{failures} failed on the {TARGET} backend")
     return 1 if failures else 0
 
 

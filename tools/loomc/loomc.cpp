@@ -51,11 +51,14 @@ static cl::opt<std::string> dumpPhases(
     "dump-phases", cl::desc("Write every phase's IR into DIR"),
     cl::value_desc("DIR"), cl::cat(loomcCategory));
 
-enum class Target { Host };
+enum class Target { Host, Cuda };
 static cl::opt<Target> target(
     "target", cl::desc("Runtime backend the executable links against"),
     cl::init(Target::Host),
-    cl::values(clEnumValN(Target::Host, "host", "OpenBLAS and C++ kernels")),
+    cl::values(clEnumValN(Target::Host, "host", "OpenBLAS and C++ kernels"),
+               clEnumValN(Target::Cuda, "cuda",
+                          "cuBLAS, NCCL and CUDA kernels, one GPU per rank "
+                          "(linked by nvcc)")),
     cl::cat(loomcCategory));
 
 static cl::opt<bool> report(
@@ -114,13 +117,50 @@ static LogicalResult dumpPhase(StringRef name, StringRef text) {
   return writeFile(path, text);
 }
 
-/// Compiles `cpp` into the executable `out` with the host C++ compiler.
+/// The compiler driver and runtime libraries of a target: the host C++
+/// compiler for --target=host, nvcc for --target=cuda (it links the CUDA
+/// runtime); an error message when the target cannot be built here.
+struct Toolchain {
+  std::string driver;
+  std::vector<std::string> libraries;
+};
+
+static llvm::Expected<Toolchain> toolchainFor(Target t) {
+  Toolchain tc;
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (t == Target::Host) {
+    const char *cxxEnv = std::getenv("CXX");
+    llvm::ErrorOr<std::string> cxx =
+        llvm::sys::findProgramByName(cxxEnv && *cxxEnv ? cxxEnv : "c++");
+    if (!cxx || !llvm::sys::fs::can_execute(*cxx))
+      return error("no C++ compiler found (install g++ or set CXX)");
+    tc.driver = *cxx;
+    tc.libraries = {LOOM_RUNTIME_HOST_LIBRARY, LOOM_OPENBLAS_LIBRARY};
+    return tc;
+  }
+#ifdef LOOM_RUNTIME_CUDA_LIBRARY
+  if (!llvm::sys::fs::can_execute(LOOM_NVCC))
+    return error("nvcc is not at " LOOM_NVCC " (the cuda backend was "
+                 "configured with it)");
+  tc.driver = LOOM_NVCC;
+  tc.libraries = {LOOM_RUNTIME_CUDA_LIBRARY, "-L" LOOM_CUDA_LIBRARY_DIR,
+                  "-lcublas", LOOM_NCCL_LIBRARY,
+                  "-Xlinker=-rpath," LOOM_CUDA_LIBRARY_DIR};
+  return tc;
+#else
+  return error("this loomc was built without the cuda backend (configure "
+               "Loom where nvcc, cuBLAS and NCCL are installed, or use "
+               "--target=host)");
+#endif
+}
+
+/// Compiles `cpp` into the executable `out` with the target's toolchain.
 static int buildExecutable(StringRef cpp, StringRef out) {
-  const char *cxxEnv = std::getenv("CXX");
-  llvm::ErrorOr<std::string> cxx =
-      llvm::sys::findProgramByName(cxxEnv && *cxxEnv ? cxxEnv : "c++");
-  if (!cxx || !llvm::sys::fs::can_execute(*cxx))
-    return fail("no C++ compiler found (install g++ or set CXX)");
+  llvm::Expected<Toolchain> toolchain = toolchainFor(target);
+  if (!toolchain)
+    return fail(llvm::toString(toolchain.takeError()));
   llvm::SmallString<128> source;
   int fd;
   if (std::error_code ec =
@@ -131,17 +171,16 @@ static int buildExecutable(StringRef cpp, StringRef out) {
     os << cpp;
   }
   llvm::FileRemover remove(source);
-  std::vector<std::string> args = {*cxx,
-                                   "-O2",
-                                   "-std=c++17",
-                                   "-w",
-                                   "-I" LOOM_RUNTIME_INCLUDE_DIR,
-                                   std::string(source),
-                                   LOOM_RUNTIME_HOST_LIBRARY,
-                                   "-L" LOOM_LLVM_LIBRARY_DIR,
-                                   "-Wl,-rpath," LOOM_LLVM_LIBRARY_DIR,
-                                   "-lLLVM",
-                                   LOOM_OPENBLAS_LIBRARY};
+  std::vector<std::string> args = {toolchain->driver, "-O2", "-std=c++17",
+                                   "-w", "-I" LOOM_RUNTIME_INCLUDE_DIR,
+                                   std::string(source)};
+  args.insert(args.end(), toolchain->libraries.begin(),
+              toolchain->libraries.end());
+  bool nvcc = target == Target::Cuda;
+  args.insert(args.end(), {"-L" LOOM_LLVM_LIBRARY_DIR,
+                           std::string(nvcc ? "-Xlinker=-rpath," : "-Wl,-rpath,") +
+                               LOOM_LLVM_LIBRARY_DIR,
+                           "-lLLVM"});
   llvm::SmallVector<StringRef> mpi;
   StringRef(LOOM_MPI_LIBRARIES).split(mpi, ';', -1, /*KeepEmpty=*/false);
   for (StringRef lib : mpi)
@@ -149,10 +188,11 @@ static int buildExecutable(StringRef cpp, StringRef out) {
   args.insert(args.end(), {"-lm", "-o", out.str()});
   std::vector<StringRef> argv(args.begin(), args.end());
   std::string error;
-  int rc = llvm::sys::ExecuteAndWait(*cxx, argv, std::nullopt, {}, 0, 0,
-                                     &error);
+  int rc = llvm::sys::ExecuteAndWait(toolchain->driver, argv, std::nullopt, {},
+                                     0, 0, &error);
   if (rc != 0)
-    return fail("the C++ compiler (" + *cxx + ") failed" +
+    return fail("the " + llvm::Twine(nvcc ? "CUDA" : "C++") + " compiler (" +
+                toolchain->driver + ") failed" +
                 (error.empty() ? llvm::Twine("") : ": " + error) +
                 "; the generated C++ is printed by --emit=cpp");
   return 0;

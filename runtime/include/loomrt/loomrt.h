@@ -205,6 +205,15 @@ loomrt_comm_event *loomrt_comm_recv_async(loomrt_ctx *ctx, uint32_t group,
    generated executables get theirs from loomrt_main. */
 loomrt_ctx *loomrt_create(void);
 void loomrt_destroy(loomrt_ctx *ctx);
+/* Backend memory for such programs (after loomrt_init_mesh, which picks
+   the device), and copies between it and host memory; both copies wait for
+   the work enqueued before them. */
+loomrt_buf *loomrt_alloc(loomrt_ctx *ctx, int64_t bytes);
+void loomrt_free(loomrt_ctx *ctx, loomrt_buf *buf, int64_t bytes);
+void loomrt_upload(loomrt_ctx *ctx, loomrt_buf *dst, const void *src,
+                   int64_t bytes);
+void loomrt_download(loomrt_ctx *ctx, void *dst, loomrt_buf *src,
+                     int64_t bytes);
 
 /*===--- Buffers ----------------------------------------------------------===*/
 

@@ -1,0 +1,409 @@
+//===- Comm.cpp - cuda backend: collectives over NCCL ----------------------===//
+//
+// A world communicator bootstrapped by broadcasting rank 0's unique id over
+// MPI (as nccl-tests does), split into one communicator per group of mesh
+// axes at start-up. Communicators are non-blocking, so no NCCL call can hang
+// the host: every wait polls with the context's timeout and, past it or on
+// an NCCL error, aborts the communicators and the job naming this rank.
+// Collectives run on the communication stream: it waits for the compute
+// work issued before the collective, and the compute stream waits for the
+// collective where the program waits for it (loomrt_comm_wait, or at once
+// for the blocking forms), so communication overlaps the compute between.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Device.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+using namespace loomrt;
+using namespace loomrt::cuda;
+
+struct loomrt_comm_event {
+  cudaEvent_t done;
+};
+
+namespace {
+
+/// Waits until a non-blocking communicator has finished its last call.
+void waitReady(loomrt_ctx *ctx, ncclComm_t comm, const std::string &what) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(ctx->timeoutSeconds);
+  for (int spins = 0;; ++spins) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t status = ncclCommGetAsyncError(comm, &state);
+    if (status != ncclSuccess)
+      state = status;
+    if (state == ncclSuccess)
+      return;
+    if (state != ncclInProgress) {
+      std::fprintf(stderr, "loomrt: error: rank %d %s: %s failed: %s\n",
+                   ctx->rank, coordsOf(ctx, ctx->rank).c_str(), what.c_str(),
+                   ncclGetErrorString(state));
+      abortJob(ctx);
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr,
+                   "loomrt: error: rank %d %s: timed out after %g s in %s; a "
+                   "peer failed or stalls\n",
+                   ctx->rank, coordsOf(ctx, ctx->rank).c_str(),
+                   ctx->timeoutSeconds, what.c_str());
+      abortJob(ctx);
+    }
+    if (spins < 1000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+/// Checks an NCCL call of a non-blocking communicator: in progress is fine
+/// (waitReady follows), anything else fails naming the call.
+#define LOOMRT_NCCL(call, comm, what)                                          \
+  do {                                                                         \
+    ncclResult_t loomrtStatus = (call);                                        \
+    if (loomrtStatus != ncclSuccess && loomrtStatus != ncclInProgress)         \
+      ::loomrt::cuda::failCall(#call, ncclGetErrorString(loomrtStatus),        \
+                               __FILE__, __LINE__);                            \
+    waitReady(ctx, comm, what);                                                \
+  } while (0)
+
+ncclDataType_t ncclType(int32_t dtype) {
+  switch (dtype) {
+  case LOOMRT_F32:
+    return ncclFloat32;
+  case LOOMRT_BF16:
+    return ncclBfloat16;
+  case LOOMRT_I32:
+    return ncclInt32;
+  default:
+    return ncclInt64;
+  }
+}
+
+/// Chunk i of `n` elements split `parts` ways, as the ring splits it.
+int64_t chunkSize(int64_t n, int64_t parts, int64_t i) {
+  return n / parts + (i < n % parts);
+}
+
+struct Collective {
+  ncclComm_t comm = nullptr;
+  int rank = 0, size = 1;
+};
+
+Collective collectiveOf(loomrt_ctx *ctx, uint32_t mask) {
+  GroupMembers members = groupMembers(ctx, mask);
+  Collective c;
+  c.rank = members.rank;
+  c.size = int(members.worldRanks.size());
+  if (c.size > 1)
+    c.comm = deviceOf(ctx).comms.at(mask);
+  return c;
+}
+
+/// Issues `enqueue(comm, stream)` on the communication stream after the
+/// compute work so far; returns the event of its completion.
+template <typename Fn>
+cudaEvent_t issue(loomrt_ctx *ctx, const Collective &c, const char *kind,
+                  uint32_t mask, int64_t bytes, Fn enqueue) {
+  Device &d = deviceOf(ctx);
+  TraceSpan span(ctx, std::string(kind) + " " + groupName(ctx, mask),
+                 "communication", 1, bytes);
+  cudaEvent_t ready = takeEvent(d);
+  LOOMRT_CUDA(cudaEventRecord(ready, d.compute));
+  LOOMRT_CUDA(cudaStreamWaitEvent(d.comm, ready, 0));
+  giveEvent(d, ready); // the wait has captured it
+  std::string what = std::string(kind) + " over " + groupName(ctx, mask) +
+                     " (" + std::to_string(bytes) + " bytes)";
+  if (c.comm)
+    enqueue(c.comm, d.comm, what);
+  cudaEvent_t done = takeEvent(d), pendingDone = takeEvent(d);
+  LOOMRT_CUDA(cudaEventRecord(done, d.comm));
+  LOOMRT_CUDA(cudaEventRecord(pendingDone, d.comm));
+  d.pending.push_back({what, pendingDone});
+  return done;
+}
+
+loomrt_comm_event *asEvent(cudaEvent_t done) {
+  return new loomrt_comm_event{done};
+}
+
+void waitNow(loomrt_ctx *ctx, cudaEvent_t done) {
+  Device &d = deviceOf(ctx);
+  LOOMRT_CUDA(cudaStreamWaitEvent(d.compute, done, 0));
+  giveEvent(d, done);
+}
+
+void checkReduction(int32_t dtype, const char *op) {
+  if (dtype != LOOMRT_F32)
+    fail(std::string(op) + ": only f32 reductions are supported");
+}
+
+cudaEvent_t allReduce(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *data,
+                      int64_t count, int32_t dtype, int32_t op) {
+  checkReduction(dtype, "all_reduce");
+  Collective c = collectiveOf(ctx, mask);
+  int64_t sent = 0;
+  for (int s = 0; s < c.size - 1; ++s)
+    sent += chunkSize(count, c.size, (c.rank - s + c.size) % c.size) +
+            chunkSize(count, c.size, (c.rank + 1 - s + c.size) % c.size);
+  countBytes(ctx, LOOMRT_ALL_REDUCE, mask, c.size > 1 ? sent * 4 : 0);
+  return issue(ctx, c, "all_reduce", mask, count * 4,
+               [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
+                 LOOMRT_NCCL(ncclAllReduce(data, data, size_t(count),
+                                           ncclFloat32,
+                                           op == LOOMRT_MAX ? ncclMax : ncclSum,
+                                           comm, s),
+                             comm, what);
+               });
+}
+
+cudaEvent_t reduceScatter(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
+                          loomrt_buf *in, int64_t count, int32_t dtype,
+                          int32_t op) {
+  checkReduction(dtype, "reduce_scatter");
+  Collective c = collectiveOf(ctx, mask);
+  countBytes(ctx, LOOMRT_REDUCE_SCATTER, mask, int64_t(c.size - 1) * count * 4);
+  if (!c.comm)
+    loomrt_copy(ctx, out, in, count * 4);
+  return issue(ctx, c, "reduce_scatter", mask, count * 4,
+               [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
+                 LOOMRT_NCCL(ncclReduceScatter(
+                                 in, out, size_t(count), ncclFloat32,
+                                 op == LOOMRT_MAX ? ncclMax : ncclSum, comm, s),
+                             comm, what);
+               });
+}
+
+cudaEvent_t allGather(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
+                      loomrt_buf *in, int64_t count, int32_t dtype) {
+  Collective c = collectiveOf(ctx, mask);
+  int64_t block = count * elementBytes(dtype);
+  countBytes(ctx, LOOMRT_ALL_GATHER, mask, int64_t(c.size - 1) * block);
+  if (!c.comm)
+    loomrt_copy(ctx, out, in, block);
+  return issue(ctx, c, "all_gather", mask, block,
+               [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
+                 LOOMRT_NCCL(ncclAllGather(in, out, size_t(count),
+                                           ncclType(dtype), comm, s),
+                             comm, what);
+               });
+}
+
+cudaEvent_t allToAll(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
+                     loomrt_buf *in, int64_t count, int32_t dtype) {
+  Collective c = collectiveOf(ctx, mask);
+  int64_t block = count * elementBytes(dtype);
+  countBytes(ctx, LOOMRT_ALL_TO_ALL, mask, int64_t(c.size - 1) * block);
+  if (!c.comm)
+    loomrt_copy(ctx, out, in, block);
+  return issue(
+      ctx, c, "all_to_all", mask, block * c.size,
+      [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
+        const char *i = reinterpret_cast<const char *>(in);
+        char *o = reinterpret_cast<char *>(out);
+        LOOMRT_NCCL(ncclGroupStart(), comm, what);
+        for (int r = 0; r < c.size; ++r) {
+          ncclSend(i + r * block, size_t(count), ncclType(dtype), r, comm, s);
+          ncclRecv(o + r * block, size_t(count), ncclType(dtype), r, comm, s);
+        }
+        LOOMRT_NCCL(ncclGroupEnd(), comm, what);
+      });
+}
+
+cudaEvent_t broadcast(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *data,
+                      int64_t count, int32_t dtype, int32_t root) {
+  Collective c = collectiveOf(ctx, mask);
+  int64_t bytes = count * elementBytes(dtype);
+  int position = (c.rank - root + c.size) % c.size;
+  countBytes(ctx, LOOMRT_BROADCAST, mask,
+             c.size > 1 && position != c.size - 1 ? bytes : 0);
+  return issue(ctx, c, "broadcast", mask, bytes,
+               [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
+                 LOOMRT_NCCL(ncclBroadcast(data, data, size_t(count),
+                                           ncclType(dtype), root, comm, s),
+                             comm, what);
+               });
+}
+
+cudaEvent_t pointToPoint(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *data,
+                         int64_t count, int32_t dtype, int32_t peer,
+                         bool send) {
+  Collective c = collectiveOf(ctx, mask);
+  if (peer < 0 || peer >= c.size || peer == c.rank)
+    fail(std::string(send ? "send" : "recv") + ": peer " +
+         std::to_string(peer) + " is not another rank of the " +
+         groupName(ctx, mask) + " group of size " + std::to_string(c.size));
+  int64_t bytes = count * elementBytes(dtype);
+  if (send)
+    countBytes(ctx, LOOMRT_SEND, mask, bytes);
+  return issue(ctx, c, send ? "send" : "recv", mask, bytes,
+               [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
+                 if (send)
+                   LOOMRT_NCCL(ncclSend(data, size_t(count), ncclType(dtype),
+                                        peer, comm, s),
+                               comm, what);
+                 else
+                   LOOMRT_NCCL(ncclRecv(data, size_t(count), ncclType(dtype),
+                                        peer, comm, s),
+                               comm, what);
+               });
+}
+
+} // namespace
+
+void loomrt::cuda::startCommunicators(loomrt_ctx *ctx) {
+  if (ctx->world == 1)
+    return;
+  Device &d = deviceOf(ctx);
+  ncclUniqueId id;
+  if (ctx->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess)
+    fail("ncclGetUniqueId failed on rank 0");
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t world = nullptr;
+  LOOMRT_NCCL(ncclCommInitRankConfig(&world, ctx->world, id, ctx->rank,
+                                     &config),
+              world, "ncclCommInitRankConfig");
+  uint32_t all = (1u << ctx->meshSizes.size()) - 1;
+  // Every rank splits for every group, in the same order: a split is
+  // collective over the world.
+  for (uint32_t mask = 1; mask <= all; ++mask) {
+    GroupMembers members = groupMembers(ctx, mask);
+    if (members.worldRanks.size() == size_t(ctx->world)) {
+      d.comms[mask] = world;
+      continue;
+    }
+    ncclComm_t comm = nullptr;
+    ncclConfig_t splitConfig = NCCL_CONFIG_INITIALIZER;
+    splitConfig.blocking = 0;
+    // The group's first world rank names it; its members are ordered by
+    // group rank.
+    ncclResult_t status = ncclCommSplit(world, members.worldRanks.front(),
+                                        members.rank, &comm, &splitConfig);
+    if (status != ncclSuccess && status != ncclInProgress)
+      failCall("ncclCommSplit", ncclGetErrorString(status), __FILE__,
+               __LINE__);
+    waitReady(ctx, world, "ncclCommSplit for " + groupName(ctx, mask));
+    waitReady(ctx, comm, "ncclCommSplit for " + groupName(ctx, mask));
+    d.comms[mask] = comm;
+  }
+  if (!d.comms.count(all))
+    d.comms[all] = world;
+}
+
+void loomrt::cuda::stopCommunicators(loomrt_ctx *ctx) {
+  Device &d = deviceOf(ctx);
+  std::vector<ncclComm_t> done;
+  for (auto &[mask, comm] : d.comms) {
+    if (std::find(done.begin(), done.end(), comm) != done.end())
+      continue;
+    done.push_back(comm);
+    ncclCommFinalize(comm);
+    waitReady(ctx, comm, "ncclCommFinalize");
+    ncclCommDestroy(comm);
+  }
+  d.comms.clear();
+}
+
+extern "C" {
+
+void loomrt_comm_wait(loomrt_ctx *ctx, loomrt_comm_event *event) {
+  waitNow(ctx, event->done);
+  delete event;
+}
+
+loomrt_comm_event *loomrt_comm_all_reduce_async(loomrt_ctx *ctx, uint32_t group,
+                                                loomrt_buf *data, int64_t count,
+                                                int32_t dtype, int32_t op) {
+  return asEvent(allReduce(ctx, group, data, count, dtype, op));
+}
+loomrt_comm_event *loomrt_comm_reduce_scatter_async(
+    loomrt_ctx *ctx, uint32_t group, loomrt_buf *out, loomrt_buf *in,
+    int64_t countPerRank, int32_t dtype, int32_t op) {
+  return asEvent(reduceScatter(ctx, group, out, in, countPerRank, dtype, op));
+}
+loomrt_comm_event *loomrt_comm_all_gather_async(loomrt_ctx *ctx, uint32_t group,
+                                                loomrt_buf *out, loomrt_buf *in,
+                                                int64_t countPerRank,
+                                                int32_t dtype) {
+  return asEvent(allGather(ctx, group, out, in, countPerRank, dtype));
+}
+loomrt_comm_event *loomrt_comm_all_to_all_async(loomrt_ctx *ctx, uint32_t group,
+                                                loomrt_buf *out, loomrt_buf *in,
+                                                int64_t countPerRank,
+                                                int32_t dtype) {
+  return asEvent(allToAll(ctx, group, out, in, countPerRank, dtype));
+}
+loomrt_comm_event *loomrt_comm_broadcast_async(loomrt_ctx *ctx, uint32_t group,
+                                               loomrt_buf *data, int64_t count,
+                                               int32_t dtype, int32_t root) {
+  return asEvent(broadcast(ctx, group, data, count, dtype, root));
+}
+loomrt_comm_event *loomrt_comm_send_async(loomrt_ctx *ctx, uint32_t group,
+                                          loomrt_buf *data, int64_t count,
+                                          int32_t dtype, int32_t peer) {
+  return asEvent(pointToPoint(ctx, group, data, count, dtype, peer, true));
+}
+loomrt_comm_event *loomrt_comm_recv_async(loomrt_ctx *ctx, uint32_t group,
+                                          loomrt_buf *data, int64_t count,
+                                          int32_t dtype, int32_t peer) {
+  return asEvent(pointToPoint(ctx, group, data, count, dtype, peer, false));
+}
+
+void loomrt_comm_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                            int64_t count, int32_t dtype, int32_t op) {
+  waitNow(ctx, allReduce(ctx, group, data, count, dtype, op));
+}
+void loomrt_comm_reduce_scatter(loomrt_ctx *ctx, uint32_t group,
+                                loomrt_buf *out, loomrt_buf *in,
+                                int64_t countPerRank, int32_t dtype,
+                                int32_t op) {
+  waitNow(ctx, reduceScatter(ctx, group, out, in, countPerRank, dtype, op));
+}
+void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                            loomrt_buf *in, int64_t countPerRank,
+                            int32_t dtype) {
+  waitNow(ctx, allGather(ctx, group, out, in, countPerRank, dtype));
+}
+void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                            loomrt_buf *in, int64_t countPerRank,
+                            int32_t dtype) {
+  waitNow(ctx, allToAll(ctx, group, out, in, countPerRank, dtype));
+}
+void loomrt_comm_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                           int64_t count, int32_t dtype, int32_t root) {
+  waitNow(ctx, broadcast(ctx, group, data, count, dtype, root));
+}
+void loomrt_comm_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                      int64_t count, int32_t dtype, int32_t peer) {
+  waitNow(ctx, pointToPoint(ctx, group, data, count, dtype, peer, true));
+}
+void loomrt_comm_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                      int64_t count, int32_t dtype, int32_t peer) {
+  waitNow(ctx, pointToPoint(ctx, group, data, count, dtype, peer, false));
+}
+void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
+  // A one-element all-reduce on a scratch word (no bytes counted, as on the
+  // host backend), then a bounded host wait.
+  Collective c = collectiveOf(ctx, group);
+  Scratch word(ctx, 4);
+  float *x = word.as<float>();
+  LOOMRT_CUDA(cudaMemsetAsync(x, 0, 4, computeStream(ctx)));
+  waitNow(ctx, issue(ctx, c, "barrier", group, 0,
+                     [&](ncclComm_t comm, cudaStream_t s,
+                         const std::string &what) {
+                       LOOMRT_NCCL(ncclAllReduce(x, x, 1, ncclFloat32, ncclSum,
+                                                 comm, s),
+                                   comm, what);
+                     }));
+  synchronize(ctx);
+}
+
+} // extern "C"
