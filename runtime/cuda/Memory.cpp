@@ -270,6 +270,11 @@ void loomrt::backend::startMesh(loomrt_ctx *ctx) {
          (status != cudaSuccess ? cudaGetErrorString(status)
                                 : "cudaGetDeviceCount found 0") +
          "); build with --target=host to run on the CPU");
+  if (ctx->world > 1 && ctx->localRank >= count)
+    fail("rank " + std::to_string(ctx->rank) + " is local rank " +
+         std::to_string(ctx->localRank) + " of its node, which has " +
+         std::to_string(count) + " CUDA device(s): launch at most " +
+         std::to_string(count) + " ranks per node (one GPU per rank)");
   d.ordinal = ctx->localRank % count;
   LOOMRT_CUDA(cudaSetDevice(d.ordinal));
   LOOMRT_CUDA(cudaGetDeviceProperties(&d.properties, d.ordinal));
