@@ -6,6 +6,7 @@
 #include "codegen/MemoryPlan.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 using namespace mlir;
@@ -69,36 +70,165 @@ llvm::Expected<Cluster> loom::codegen::readCluster(llvm::StringRef path) {
   return c;
 }
 
-FailureOr<Report>
-loom::codegen::reportModel(ModelOp model, const std::optional<Cluster> &cluster) {
+int64_t Mesh::ranks() const {
+  int64_t n = 1;
+  for (int64_t size : sizes)
+    n *= size;
+  return n;
+}
+
+int64_t Mesh::size(llvm::StringRef axis) const {
+  for (auto [name, size] : llvm::zip(names, sizes))
+    if (name == axis)
+      return size;
+  return 1;
+}
+
+bool Mesh::crossesNodes(llvm::StringRef axis, int64_t devicesPerNode) const {
+  // Devices are numbered row-major over the axes: an axis's group has
+  // stride (the product of the inner axes) and spans size * stride devices.
+  int64_t stride = 1;
+  for (int64_t a = int64_t(names.size()) - 1; a >= 0; --a) {
+    if (names[a] == axis)
+      return sizes[a] > 1 && sizes[a] * stride > devicesPerNode;
+    stride *= sizes[a];
+  }
+  return false;
+}
+
+llvm::Expected<Mesh> loom::codegen::parseMesh(llvm::StringRef spec) {
+  auto error = [&](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--mesh '" + spec + "': " + why);
+  };
+  Mesh mesh;
+  llvm::SmallVector<llvm::StringRef> parts;
+  spec.split(parts, ',');
+  for (llvm::StringRef part : parts) {
+    auto [name, value] = part.trim().split('=');
+    int64_t size = 0;
+    if (name.empty() || value.getAsInteger(10, size))
+      return error("expected AXIS=SIZE, got '" + part + "'");
+    if (size < 1)
+      return error("axis '" + name + "' must have at least one rank");
+    if (llvm::is_contained(mesh.names, name))
+      return error("axis '" + name + "' is given twice");
+    mesh.names.push_back(name.str());
+    mesh.sizes.push_back(size);
+  }
+  return mesh;
+}
+
+llvm::StringRef loom::codegen::collectiveName(Collective kind) {
+  static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                "all_to_all", "broadcast",  "send"};
+  return names[int(kind)];
+}
+
+/// Ring steps of each collective (latencies paid) and the fraction of the
+/// buffer each rank sends, over N ranks.
+static std::pair<double, double> ringShape(Collective kind, int64_t n) {
+  double steps = double(n - 1), share = double(n - 1) / double(n);
+  switch (kind) {
+  case Collective::AllReduce:
+    return {2 * steps, 2 * share};
+  case Collective::AllGather:
+  case Collective::ReduceScatter:
+  case Collective::AllToAll:
+    return {steps, share};
+  case Collective::Broadcast: // a chain: every rank but the last forwards
+    return {steps, 1.0};
+  case Collective::Send:
+    return {1.0, 1.0};
+  }
+  return {0, 0};
+}
+
+double loom::codegen::collectiveBytesSent(Collective kind, double bytes,
+                                          int64_t groupSize) {
+  if (groupSize <= 1)
+    return 0;
+  return ringShape(kind, groupSize).second * bytes;
+}
+
+double loom::codegen::collectiveSeconds(Collective kind, double bytes,
+                                        int64_t groupSize, bool crossesNodes,
+                                        const Cluster &cluster) {
+  if (groupSize <= 1)
+    return 0;
+  auto [steps, share] = ringShape(kind, groupSize);
+  double latency = crossesNodes ? cluster.interLatency : cluster.intraLatency;
+  double bandwidth =
+      crossesNodes ? cluster.interBandwidth : cluster.intraBandwidth;
+  return steps * latency + share * bytes / bandwidth;
+}
+
+FailureOr<Report> loom::codegen::reportModel(ModelOp model,
+                                             const Config &config,
+                                             const std::optional<Cluster> &cluster) {
   FailureOr<ModelLayout> layout = layoutModel(model);
   if (failed(layout))
     return failure();
+  for (const std::string &axis : config.mesh.names)
+    if (axis != "dp" && config.mesh.size(axis) > 1)
+      return model.emitError("the report plans data parallelism (the 'dp' "
+                             "axis) only so far; mesh axis '")
+             << axis << "' needs sharding propagation and partitioning";
   Report r;
   r.model = model.getSymName().str();
   r.cluster = cluster;
+  r.config = config;
+  r.ranks = config.mesh.ranks();
+  int64_t dp = config.mesh.size("dp");
+  bool bf16 = config.precision == Precision::Bf16;
   Block &body = model.getBody().front();
+  int64_t batchTokens = 0;
   for (Operation &op : body) {
     if (auto p = dyn_cast<ParamOp>(op)) {
-      r.parameterCount += p.getType().getNumElements();
-      r.parameterBytes += tensorBytes(p.getType());
+      int64_t n = p.getType().getNumElements();
+      r.parameterCount += n;
+      r.parameterBytes += bf16 ? 2 * n : tensorBytes(p.getType());
+      r.masterBytes += bf16 ? 4 * n : 0;
     } else if (auto s = dyn_cast<StateOp>(op)) {
-      r.optimizerStateBytes += tensorBytes(s.getType());
+      auto type = cast<RankedTensorType>(s.getType());
+      r.optimizerStateBytes +=
+          bf16 ? 4 * type.getNumElements() : tensorBytes(type);
     } else if (auto in = dyn_cast<InputOp>(op)) {
       r.inputBytes += tensorBytes(in.getType());
       auto type = cast<RankedTensorType>(in.getType());
+      if (dp > 1 && (!type.getRank() || type.getDimSize(0) % dp))
+        return in.emitError("the batch dimension of input '")
+               << in.getName() << "' ("
+               << (type.getRank() ? type.getDimSize(0) : 1)
+               << ") does not split over dp=" << dp;
       if (in.getName() == "tokens")
-        r.tokensPerStep = type.getNumElements();
-      else if (!r.tokensPerStep && type.getRank())
-        r.tokensPerStep = type.getDimSize(0);
+        batchTokens = type.getNumElements();
+      else if (!batchTokens && type.getRank())
+        batchTokens = type.getDimSize(0);
     }
   }
-  // One gradient per parameter, of its type: what the optimizer consumes.
+  r.tokensPerStep = batchTokens;
+  // Each rank holds its share of the batch.
+  r.inputBytes /= dp;
+  // One gradient per parameter, of the parameters' precision: what the
+  // optimizer consumes.
   r.gradientBytes = r.parameterBytes;
-  r.arenaPeakBytes =
+  // The arena holds the gradients beside the activations; they are counted
+  // as gradients (whole, as if all were live at the peak), the rest as
+  // activations and temporaries of this rank's share of the batch.
+  int64_t arena =
       planMemory(body, layout->stepOps, layout->stepPersistent).peakBytes;
+  int64_t fp32Gradients = 0;
+  for (Operation &op : body)
+    if (auto p = dyn_cast<ParamOp>(op))
+      fp32Gradients += tensorBytes(p.getType());
+  r.arenaPeakBytes =
+      std::max<int64_t>(arena - fp32Gradients, 0) / dp / (bf16 ? 2 : 1);
 
   double seconds = 0;
+  double peak = cluster ? (bf16 ? cluster->peakFlopsBf16
+                                : cluster->peakFlopsFp32)
+                        : 0;
   for (Operation &op : body) {
     auto cost = dyn_cast<CostOpInterface>(op);
     if (!cost)
@@ -107,15 +237,33 @@ loom::codegen::reportModel(ModelOp model, const std::optional<Cluster> &cluster)
     int64_t bytes = cost.getBytesRead() + cost.getBytesWritten();
     r.flopsPerStep += flops;
     r.bytesAccessedPerStep += bytes;
-    // Roofline per op: bound by compute or by memory traffic.
+    // Roofline per op, on this rank's share of the batch: bound by
+    // compute or by memory traffic.
     if (cluster)
-      seconds += std::max(double(flops) / cluster->peakFlopsFp32,
-                          double(bytes) / cluster->memoryBandwidth);
+      seconds += std::max(double(flops) / double(dp) / peak,
+                          double(bytes) / double(dp) / (bf16 ? 2.0 : 1.0) /
+                              cluster->memoryBandwidth);
+  }
+  if (dp > 1) {
+    CommLine grads{Collective::AllReduce, "dp", dp,
+                   collectiveBytesSent(Collective::AllReduce,
+                                       double(r.gradientBytes), dp),
+                   0.0, "the gradients, once per step"};
+    if (cluster)
+      grads.seconds = collectiveSeconds(
+          Collective::AllReduce, double(r.gradientBytes), dp,
+          config.mesh.crossesNodes("dp", cluster->devicesPerNode), *cluster);
+    r.communication.push_back(grads);
   }
   if (cluster && seconds > 0) {
-    r.predictedStepSeconds = seconds;
-    double modelFlops = 6.0 * double(r.parameterCount) * double(r.tokensPerStep);
-    r.mfu = modelFlops / (seconds * cluster->peakFlopsFp32);
+    r.computeSeconds = seconds;
+    for (const CommLine &c : r.communication)
+      r.communicationSeconds += c.seconds;
+    // Not overlapped: the gradient reduction follows the backward pass.
+    r.predictedStepSeconds = r.computeSeconds + r.communicationSeconds;
+    double modelFlops = 6.0 * double(r.parameterCount) *
+                        double(r.tokensPerStep) / double(dp);
+    r.mfu = modelFlops / (r.predictedStepSeconds * peak);
   }
   return r;
 }
@@ -124,20 +272,50 @@ llvm::json::Value Report::toJSON() const {
   llvm::json::Object memory{{"parameters", parameterBytes},
                             {"gradients", gradientBytes},
                             {"optimizer_state", optimizerStateBytes},
+                            {"master_parameters", masterBytes},
+                            {"model_states", modelStateBytes()},
                             {"activations_peak", arenaPeakBytes},
                             {"inputs", inputBytes},
                             {"total", totalBytes()}};
+  // Bytes sent per rank per step, by collective kind and mesh axis.
+  llvm::json::Object comm;
+  llvm::json::Array collectives;
+  for (const CommLine &c : communication) {
+    llvm::json::Object *byAxis = comm.getObject(collectiveName(c.kind));
+    if (!byAxis) {
+      comm[collectiveName(c.kind)] = llvm::json::Object{};
+      byAxis = comm.getObject(collectiveName(c.kind));
+    }
+    double before = byAxis->getNumber(c.axis).value_or(0.0);
+    (*byAxis)[c.axis] = before + c.bytesSent;
+    collectives.push_back(llvm::json::Object{{"kind", collectiveName(c.kind)},
+                                             {"axis", c.axis},
+                                             {"group_size", c.groupSize},
+                                             {"bytes_sent", c.bytesSent},
+                                             {"seconds", c.seconds},
+                                             {"what", c.what}});
+  }
+  llvm::json::Object mesh;
+  for (auto [name, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
+    mesh[name] = size;
   llvm::json::Object out{{"model", model},
                          {"ranks", ranks},
                          {"parameter_count", parameterCount},
                          {"memory_per_rank_bytes", std::move(memory)},
-                         {"communication_bytes_per_step", llvm::json::Object{}},
+                         {"mesh", std::move(mesh)},
+                         {"precision", config.precision == Precision::Bf16
+                                           ? "bf16-mixed"
+                                           : "fp32"},
+                         {"communication_bytes_per_step", std::move(comm)},
+                         {"collectives", std::move(collectives)},
                          {"bubble_fraction", 0.0},
                          {"flops_per_step", flopsPerStep},
                          {"bytes_accessed_per_step", bytesAccessedPerStep},
                          {"tokens_per_step", tokensPerStep}};
   if (cluster) {
     out["cluster"] = cluster->name;
+    out["compute_seconds"] = computeSeconds;
+    out["communication_seconds"] = communicationSeconds;
     out["predicted_step_seconds"] = predictedStepSeconds;
     out["mfu"] = mfu;
   }
@@ -152,20 +330,51 @@ static std::string gigabytes(int64_t bytes) {
 }
 
 void Report::print(llvm::raw_ostream &os) const {
+  bool bf16 = config.precision == Precision::Bf16;
+  int64_t dp = config.mesh.size("dp");
   os << "loom report: " << model << ", " << ranks << " rank"
-     << (ranks == 1 ? "" : "s") << ", " << parameterCount
-     << " parameters, fp32\n"
+     << (ranks == 1 ? "" : "s");
+  if (!config.mesh.names.empty()) {
+    os << " (";
+    for (size_t a = 0; a < config.mesh.names.size(); ++a)
+      os << (a ? ", " : "") << config.mesh.names[a] << "="
+         << config.mesh.sizes[a];
+    os << ")";
+  }
+  os << ", " << parameterCount << " parameters, "
+     << (bf16 ? "bf16 mixed precision" : "fp32") << "\n"
      << "  memory per rank (GB = 10^9 bytes):\n"
      << "    parameters          " << gigabytes(parameterBytes) << "\n"
      << "    gradients           " << gigabytes(gradientBytes) << "\n"
-     << "    optimizer state     " << gigabytes(optimizerStateBytes) << "\n"
+     << "    optimizer state     " << gigabytes(optimizerStateBytes + masterBytes)
+     << (bf16 ? "   (fp32: master parameters and the optimizer's state)" : "")
+     << "\n"
+     << "    model states        " << gigabytes(modelStateBytes())
+     << llvm::format("   (%.4g bytes per parameter)\n",
+                     double(modelStateBytes()) /
+                         double(std::max<int64_t>(parameterCount, 1)))
      << "    activations (peak)  " << gigabytes(arenaPeakBytes)
-     << "   (the step's arena: activations, gradients in flight, "
-        "temporaries)\n"
+     << "   (the step's arena less the gradients: activations and "
+        "temporaries";
+  if (dp > 1 || bf16)
+    os << "; the one-rank fp32 plan" << (dp > 1 ? " over dp" : "")
+       << (bf16 ? ", halved for bf16" : "");
+  os << ")\n"
      << "    inputs              " << gigabytes(inputBytes) << "\n"
-     << "    total               " << gigabytes(totalBytes()) << "\n"
-     << "  communication per step: none (one rank)\n"
-     << "  pipeline bubble: 0 (no pipeline)\n"
+     << "    total               " << gigabytes(totalBytes()) << "\n";
+  if (communication.empty())
+    os << "  communication per step: none (" << (ranks == 1 ? "one rank" : "no collectives") << ")\n";
+  else
+    os << "  communication per step and rank:\n";
+  for (const CommLine &c : communication) {
+    os << "    " << collectiveName(c.kind) << " over " << c.axis << " ("
+       << c.groupSize << " ranks): " << gigabytes(int64_t(c.bytesSent))
+       << " sent";
+    if (cluster)
+      os << llvm::format(", %.4g s", c.seconds);
+    os << "   (" << c.what << ")\n";
+  }
+  os << "  pipeline bubble: 0 (no pipeline)\n"
      << llvm::format("  FLOPs per step: %.4g (%.4g per token; 6N = %.4g)\n",
                      double(flopsPerStep),
                      double(flopsPerStep) / double(std::max<int64_t>(tokensPerStep, 1)),
@@ -173,6 +382,13 @@ void Report::print(llvm::raw_ostream &os) const {
   if (cluster)
     os << "  on " << cluster->name << ":\n"
        << llvm::format("    predicted step time %.4g s (roofline per op, "
-                       "fp32 peak), MFU %.1f%%\n",
-                       predictedStepSeconds, 100.0 * mfu);
+                       "%s peak",
+                       predictedStepSeconds, bf16 ? "bf16" : "fp32")
+       << (communication.empty()
+               ? std::string("")
+               : llvm::formatv("; compute {0:g} s + communication {1:g} s, "
+                               "not overlapped",
+                               computeSeconds, communicationSeconds)
+                     .str())
+       << llvm::format("), MFU %.1f%%\n", 100.0 * mfu);
 }

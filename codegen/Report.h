@@ -15,6 +15,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace loom::codegen {
 
@@ -32,29 +33,94 @@ struct Cluster {
 /// and the missing or malformed field.
 llvm::Expected<Cluster> readCluster(llvm::StringRef path);
 
+/// A device mesh: named axes in device order, outermost first (the last
+/// axis is the innermost: its ranks are adjacent devices of a node).
+struct Mesh {
+  llvm::SmallVector<std::string> names;
+  llvm::SmallVector<int64_t> sizes;
+  int64_t ranks() const;
+  /// The size of `axis`, 1 when the mesh has no such axis.
+  int64_t size(llvm::StringRef axis) const;
+  /// Whether the group of `axis` spans several nodes of `devicesPerNode`.
+  bool crossesNodes(llvm::StringRef axis, int64_t devicesPerNode) const;
+};
+
+/// Parses "dp=4,tp=2" (each axis once, sizes >= 1).
+llvm::Expected<Mesh> parseMesh(llvm::StringRef spec);
+
+/// Element precision of the plan. Bf16 is mixed precision: bf16
+/// parameters, gradients and activations, an fp32 master copy of the
+/// parameters beside the fp32 optimizer state.
+enum class Precision { Fp32, Bf16 };
+
+/// The configuration the report describes.
+struct Config {
+  Mesh mesh;
+  Precision precision = Precision::Fp32;
+};
+
+/// Collective kinds, as the runtime counts them.
+enum class Collective { AllReduce, AllGather, ReduceScatter, AllToAll,
+                        Broadcast, Send };
+llvm::StringRef collectiveName(Collective kind);
+
+/// Bytes one rank sends in a collective over `groupSize` ranks of a buffer
+/// of `bytes` (the whole buffer: for all-gather and reduce-scatter the
+/// gathered or scattered total), by the runtime's ring algorithms.
+double collectiveBytesSent(Collective kind, double bytes, int64_t groupSize);
+/// Seconds of such a collective: one latency per ring step plus the bytes
+/// sent over the slowest link (inter-node when the group crosses nodes).
+double collectiveSeconds(Collective kind, double bytes, int64_t groupSize,
+                         bool crossesNodes, const Cluster &cluster);
+
+/// One kind of collective over one mesh axis, per step.
+struct CommLine {
+  Collective kind;
+  std::string axis;
+  int64_t groupSize;
+  double bytesSent; // per rank
+  double seconds;   // 0 without a cluster
+  std::string what;
+};
+
 struct Report {
   std::string model;
   int64_t ranks = 1;
+  Config config;
   int64_t parameterCount = 0;
   int64_t parameterBytes = 0, gradientBytes = 0, optimizerStateBytes = 0;
-  /// Peak of the training step's arena: activations, gradients in flight
-  /// and temporaries.
+  /// Peak of the training step's arena less the gradients: activations and
+  /// temporaries.
   int64_t arenaPeakBytes = 0;
   int64_t inputBytes = 0;
   int64_t flopsPerStep = 0, bytesAccessedPerStep = 0;
   int64_t tokensPerStep = 0;
+  /// The fp32 master copy of the parameters (bf16 mixed precision).
+  int64_t masterBytes = 0;
+  std::vector<CommLine> communication;
   std::optional<Cluster> cluster;
+  double computeSeconds = 0, communicationSeconds = 0;
   double predictedStepSeconds = 0, mfu = 0;
 
+  /// Parameters, gradients and optimizer state (the master copy included):
+  /// ZeRO's "model states", 16 bytes per parameter with AdamW in mixed
+  /// precision.
+  int64_t modelStateBytes() const {
+    return parameterBytes + gradientBytes + optimizerStateBytes + masterBytes;
+  }
   int64_t totalBytes() const {
-    return parameterBytes + optimizerStateBytes + arenaPeakBytes + inputBytes;
+    return modelStateBytes() + arenaPeakBytes + inputBytes;
   }
   llvm::json::Value toJSON() const;
   void print(llvm::raw_ostream &os) const;
 };
 
-/// The report of a trained model (after the Loom pipeline).
+/// The report of a trained model (after the Loom pipeline) under `config`.
+/// Until sharding lands, a mesh is planned as pure data parallelism over
+/// its `dp` axis: model states replicated, the gradients all-reduced once
+/// per step, the batch (and so the activations) split over dp.
 llvm::FailureOr<Report> reportModel(loom::train::ModelOp model,
+                                    const Config &config,
                                     const std::optional<Cluster> &cluster);
 
 } // namespace loom::codegen

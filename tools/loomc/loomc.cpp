@@ -75,6 +75,23 @@ static cl::opt<std::string> clusterFile(
                         "predicted step time and MFU"),
     cl::value_desc("FILE"), cl::cat(loomcCategory));
 
+static cl::opt<std::string> meshSpec(
+    "mesh",
+    cl::desc("Device mesh, axes outermost first (e.g. dp=4); the report "
+             "plans data parallelism over 'dp' so far"),
+    cl::value_desc("AXIS=N,..."), cl::cat(loomcCategory));
+
+enum class PrecisionFlag { Fp32, Bf16 };
+static cl::opt<PrecisionFlag> precision(
+    "precision", cl::desc("Element precision of the plan"),
+    cl::init(PrecisionFlag::Fp32),
+    cl::values(clEnumValN(PrecisionFlag::Fp32, "fp32", "float32 throughout"),
+               clEnumValN(PrecisionFlag::Bf16, "bf16",
+                          "mixed precision: bf16 parameters, gradients and "
+                          "activations, fp32 master parameters and optimizer "
+                          "state (modelled by --report; not generated yet)")),
+    cl::cat(loomcCategory));
+
 static cl::opt<int64_t> microBatches(
     "micro-batches",
     cl::desc("Micro-batches per optimizer step: gradients accumulated over "
@@ -208,6 +225,26 @@ int main(int argc, char **argv) {
                     outputFile == "-";
   if (emit == Emit::Exe && outputFile == "-" && !reportOnly)
     return fail("an executable needs an output file (-o OUT)");
+  loom::codegen::Config config;
+  if (!meshSpec.empty()) {
+    llvm::Expected<loom::codegen::Mesh> mesh =
+        loom::codegen::parseMesh(meshSpec);
+    if (!mesh)
+      return fail(llvm::toString(mesh.takeError()));
+    config.mesh = *mesh;
+  }
+  config.precision = precision == PrecisionFlag::Bf16
+                         ? loom::codegen::Precision::Bf16
+                         : loom::codegen::Precision::Fp32;
+  if (!reportOnly && emit != Emit::MLIR) {
+    if (config.mesh.ranks() > 1)
+      return fail("--mesh " + meshSpec + ": executables for more than one "
+                  "rank need sharding propagation and partitioning, which "
+                  "are not implemented yet; --report plans the mesh");
+    if (config.precision == loom::codegen::Precision::Bf16)
+      return fail("--precision=bf16: mixed-precision code is not generated "
+                  "yet; --report plans it");
+  }
   std::optional<loom::codegen::Cluster> cluster;
   if (!clusterFile.empty()) {
     llvm::Expected<loom::codegen::Cluster> c =
@@ -248,7 +285,7 @@ int main(int argc, char **argv) {
     if (models.size() != 1)
       return fail("the report needs exactly one 'train.model'");
     FailureOr<loom::codegen::Report> r =
-        loom::codegen::reportModel(models.front(), cluster);
+        loom::codegen::reportModel(models.front(), config, cluster);
     if (failed(r))
       return 1;
     if (report)
