@@ -1,6 +1,7 @@
 //===- Layout.cpp - the persistent tensors of a trained model -------------===//
 
 #include "codegen/Layout.h"
+#include "dialects/dist/DistDialect.h"
 
 using namespace mlir;
 using namespace loom::codegen;
@@ -20,10 +21,13 @@ static int64_t boundOf(Value input) {
     if (auto ce = dyn_cast<CrossEntropyOp>(user))
       if (use.get() == ce.getLabels())
         return ce.getLogits().getType().getShape().back();
-    // Through reshapes and into repeats (micro-batch slices).
+    // Through reshapes, a rank's block and into repeats (micro-batch
+    // slices).
     int64_t bound = 0;
     if (auto reshape = dyn_cast<ReshapeOp>(user))
       bound = boundOf(reshape.getResult());
+    else if (auto shard = dyn_cast<loom::dist::ShardOp>(user))
+      bound = boundOf(shard.getResult());
     else if (auto repeat = dyn_cast<RepeatOp>(user))
       bound = boundOf(repeat.getBodyBlock().getArgument(
           1 + use.getOperandNumber()));

@@ -3,6 +3,7 @@
 #include "codegen/Layout.h"
 #include "codegen/MemoryPlan.h"
 #include "codegen/Passes.h"
+#include "dialects/dist/DistDialect.h"
 
 #include "mlir/Conversion/ArithToEmitC/ArithToEmitCPass.h"
 #include "mlir/Conversion/FuncToEmitC/FuncToEmitCPass.h"
@@ -22,6 +23,7 @@ namespace loom::codegen {
 using namespace mlir;
 using namespace loom::codegen;
 using namespace loom::train;
+namespace dist = loom::dist;
 
 namespace {
 
@@ -52,6 +54,7 @@ struct Emitter {
   ModuleOp module;
   ModelOp model;
   const ModelLayout &layout;
+  dist::MeshAttr mesh;
   OpBuilder b;
   Type ctxType, bufType;
   std::vector<int64_t> shapeWords;
@@ -68,7 +71,12 @@ struct Emitter {
 
   Emitter(ModuleOp module, ModelOp model, const ModelLayout &layout)
       : module(module), model(model), layout(layout),
+        mesh(model->getAttrOfType<dist::MeshAttr>("dist.mesh")),
         b(module.getContext()) {
+    if (!mesh)
+      mesh = dist::MeshAttr::get(module.getContext(),
+                                 {StringAttr::get(module.getContext(), "world")},
+                                 {1});
     MLIRContext *c = module.getContext();
     ctxType = emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_ctx"));
     bufType = emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_buf"));
@@ -269,6 +277,61 @@ struct Emitter {
     return success();
   }
 
+  /// The runtime's group of a collective's axes.
+  Value group(ArrayAttr axes) {
+    Value mask = i32(mesh.getGroupMask(
+        llvm::to_vector(axes.getAsRange<StringAttr>())));
+    return emitc::CastOp::create(
+        b, loc(), b.getIntegerType(32, /*isSigned=*/false), mask);
+  }
+
+  LogicalResult emitCollective(Operation *op) {
+    if (failed(checkTypes(op)))
+      return failure();
+    Value in = bufferOf(op->getOperand(0));
+    Value out = defineBuffer(op->getResult(0));
+    auto inType = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto outType = cast<RankedTensorType>(op->getResult(0).getType());
+    Value dtype = i32(dtypeOf(inType.getElementType()));
+    if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
+      copy(out, in, inType);
+      call("loomrt_comm_all_reduce",
+           {ctx, group(reduce.getAxes()), out, i64(inType.getNumElements()),
+            dtype, i32(reduce.getMax() ? 1 : 0)});
+      return success();
+    }
+    if (auto gather = dyn_cast<dist::AllGatherOp>(op)) {
+      // The runtime concatenates the ranks' blocks one after another: the
+      // gathered dimension must be the outermost one that is not 1.
+      if (llvm::any_of(inType.getShape().take_front(gather.getDim()),
+                       [](int64_t d) { return d != 1; }))
+        return op->emitOpError("gathers dimension ")
+               << gather.getDim()
+               << ", which is not outermost; the code generator supports "
+                  "gathering the outermost dimension only so far";
+      call("loomrt_comm_all_gather",
+           {ctx, group(gather.getAxes()), out, in,
+            i64(inType.getNumElements()), dtype});
+      return success();
+    }
+    auto shard = cast<dist::ShardOp>(op);
+    for (Attribute list : shard.getAxes()) {
+      int64_t last = -1;
+      for (StringRef axis : cast<ArrayAttr>(list).getAsValueRange<StringAttr>()) {
+        if (mesh.getAxisIndex(axis) <= last)
+          return op->emitOpError("splits a dimension over axes that are not "
+                                 "in mesh order, which the runtime's groups "
+                                 "cannot express yet");
+        last = mesh.getAxisIndex(axis);
+      }
+    }
+    call("loomrt_shard",
+         {ctx, out, in, i64(shapeId(outType.getShape())),
+          i64(shapeId(inType.getShape())),
+          i64(shapeId(shard.getGroupMasks(mesh)))});
+    return success();
+  }
+
   LogicalResult emitRepeat(RepeatOp repeat) {
     if (failed(checkTypes(repeat)))
       return failure();
@@ -350,6 +413,11 @@ struct Emitter {
           return failure();
         continue;
       }
+      if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ShardOp>(op)) {
+        if (failed(emitCollective(&op)))
+          return failure();
+        continue;
+      }
       if (isa<ConcatOp>(op))
         return op.emitOpError("is not supported by the code generator yet");
       auto kernel = dyn_cast<KernelOpInterface>(op);
@@ -415,13 +483,20 @@ struct Emitter {
              << ", " << shapeId(t.type.getShape()) << ", " << t.init << ", "
              << t.initValue << ", " << t.bound << "},\n";
     }
+    tables << "};\nstatic const char *const loom_axis_names[] = {";
+    for (auto [i, name] : llvm::enumerate(mesh.getNames()))
+      tables << (i ? ", " : "") << cString(name.getValue());
+    tables << "};\nstatic const int64_t loom_axis_sizes[] = {";
+    for (auto [i, size] : llvm::enumerate(mesh.getSizes()))
+      tables << (i ? ", " : "") << size;
     tables << "};\n";
     std::ostringstream program;
     program << "extern \"C\" const loomrt_program loom_program = {"
             << cString(model.getSymName()) << ", loom_tensors, "
             << layout.tensors.size() << ", loom_shapes, " << shapeWords.size()
             << ", {\"step\", " << *stepBytes << ", loom_step}, {\"eval\", "
-            << *evalBytes << ", loom_eval}};\n"
+            << *evalBytes << ", loom_eval}, " << mesh.getNames().size()
+            << ", loom_axis_names, loom_axis_sizes};\n"
             << "int main(int argc, char **argv) {\n"
             << "  return loomrt_main(argc, argv, &loom_program);\n}";
 

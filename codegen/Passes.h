@@ -3,6 +3,7 @@
 #ifndef LOOM_CODEGEN_PASSES_H
 #define LOOM_CODEGEN_PASSES_H
 
+#include "dialects/dist/DistDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -41,7 +41,7 @@ def LoomLowerToRuntime : Pass<"loom-lower-to-runtime", "::mlir::ModuleOp"> {
     `convert-arith-to-emitc` and `convert-func-to-emitc` then give EmitC,
     and `loomc` prints C++ with MLIR's C++ emitter.
   }];
-  let dependentDialects = ["::mlir::func::FuncDialect",
+  let dependentDialects = ["::loom::dist::DistDialect", "::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::emitc::EmitCDialect"];

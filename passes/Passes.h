@@ -3,6 +3,7 @@
 #ifndef LOOM_PASSES_PASSES_H
 #define LOOM_PASSES_PASSES_H
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -25,6 +26,16 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
       llvm::cl::desc("Micro-batches per optimizer step (gradient "
                      "accumulation)"),
       llvm::cl::init(1)};
+  Option<std::string> mesh{
+      *this, "mesh",
+      llvm::cl::desc("Device mesh, AXIS=SIZE,... outermost first; with one, "
+                     "the step is sharded and partitioned per rank"),
+      llvm::cl::init("")};
+  Option<std::string> sharding{
+      *this, "sharding",
+      llvm::cl::desc("Annotations to start sharding propagation from: none, "
+                     "dp or auto"),
+      llvm::cl::init("auto")};
   Option<bool> optimizer{*this, "optimizer",
                          llvm::cl::desc("Add the optimizer step after the "
                                         "backward pass"),
@@ -32,7 +43,8 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
 };
 
 /// Verifies the model, splits it into micro-batches when asked, derives its
-/// backward pass and (unless disabled) the optimizer step.
+/// backward pass and (unless disabled) the optimizer step; with a mesh,
+/// propagates shardings and partitions the step into the rank program.
 void buildLoomPipeline(mlir::OpPassManager &pm, const LoomOptions &options);
 
 /// Registers every Loom pass and the `loom-pipeline` pipeline.

@@ -166,4 +166,97 @@ def TrainDecomposeAttention : Pass<"train-decompose-attention", "::mlir::ModuleO
   ];
 }
 
+def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleOp"> {
+  let summary = "Give every value of a training step a sharding over the mesh";
+  let description = [{
+    Runs on the training step (after `train-optimizer`) of every model that
+    has a `dist.mesh` (or gets one from the `mesh` option). Starting from
+    the user's annotations (`dist.sharding` on an op: one `#dist.sharding`
+    per result; closed dimensions are frozen) and a preset, it sweeps the
+    ops forward and backward until nothing changes. Each op's
+    `ShardingRuleOpInterface` maps its dimensions to factors: the axes of a
+    factor pass between the operands and results that share it, a
+    need-replication factor never gets any, and where two tensors disagree
+    the longer compatible list wins, else a frozen one, else the first
+    operand's (deterministic; counted as a conflict). A `train.repeat` is
+    one body: its operands, block arguments, yields and results share their
+    shardings, so a 96-layer stack is partitioned once.
+
+    Then partial sums: a result lacking a factor that its operands have and
+    that is sharded (a contraction, a sum over the batch) is unreduced over
+    those axes; linear ops pass the state on (a sum of partial sums, a
+    product with one partial factor, a gradient accumulator across
+    micro-batches, whose zero initial value is a partial sum of anything);
+    any other use needs the whole value, which becomes an explicit
+    `dist.all_reduce` after its definition, shared by all its uses. So with
+    `dp` and micro-batches, gradients are reduced once, after the last
+    micro-batch.
+
+    Presets: `dp` splits the batch (leading) dimension of every input over
+    the `dp` axis (the rows of each micro-batch when the batch was split
+    into micro-batches); `auto` is `dp` when the mesh has that axis.
+
+    ```mlir
+    train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+      %x = train.input "x" : tensor<8x16xf32>
+      %w = train.param "w" init(#train.init<zeros>) : tensor<16x4xf32>
+      %y = train.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32>
+      ...
+    ```
+    with `preset=dp` gives `%x` the sharding `#dist.sharding<[{"dp"}, {} ]>`,
+    `%y` the same, and the weight gradient (a contraction over the batch)
+    `#dist.sharding<[{}, {} ], unreduced = {"dp"}>`, reduced by a
+    `dist.all_reduce %dw over ["dp"]` before the optimizer reads it.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"",
+           "The mesh, AXIS=SIZE,... outermost first (sets the model's dist.mesh)">,
+    Option<"preset", "preset", "std::string", "\"none\"",
+           "Annotations to start from: none, dp or auto">,
+  ];
+  let dependentDialects = ["::loom::dist::DistDialect"];
+  let statistics = [
+    Statistic<"numConflicts", "conflicts", "Factors on which two tensors disagreed">,
+    Statistic<"numSweeps", "sweeps", "Forward and backward sweeps to the fixpoint">,
+    Statistic<"numReductions", "reductions", "All-reduces of partial sums inserted">,
+  ];
+}
+
+def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
+  let summary = "Turn a sharded training step into the program of one rank";
+  let description = [{
+    Runs after `dist-sharding-propagation`. Every value gets its per-rank
+    type (each sharded dimension divided by the product of its axes' sizes;
+    propagation never splits a dimension unevenly, and an annotation that
+    would is rejected there). Where an op needs an operand sharded otherwise
+    than it is, the value is resharded once for all such uses: axes dropped
+    from a dimension are gathered (`dist.all_gather`), axes added are taken
+    locally (`dist.shard`, no communication); a dimension whose axes change
+    order is gathered, then split again. Parameters, inputs and optimizer
+    state keep their whole shapes in the runtime's tables; a sharded use
+    takes its block with `dist.shard`. Ops whose local computation differs
+    adjust themselves through `ShardingRuleOpInterface::localize`: a
+    cross-entropy over a block of the positions is weighted by its share of
+    the labelled tokens (all-reduced), a mean over a sharded dimension is
+    divided by the number of blocks, and dropout keys its mask by global
+    indices.
+
+    ```mlir
+    %x = train.input "x" {dist.sharding = [#dist.sharding<[{"dp"}, {} ]>]} : tensor<8x16xf32>
+    %y = train.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32>
+    ```
+    becomes, on dp = 2,
+    ```mlir
+    %x = train.input "x" : tensor<8x16xf32>
+    %xs = dist.shard %x axes [["dp"], [] ] : tensor<8x16xf32> -> tensor<4x16xf32>
+    %y = train.matmul %xs, %w : tensor<4x16xf32>, tensor<16x4xf32>
+    ```
+  }];
+  let dependentDialects = ["::loom::dist::DistDialect"];
+  let statistics = [
+    Statistic<"numShards", "shards", "dist.shard ops inserted">,
+    Statistic<"numGathers", "gathers", "dist.all_gather ops inserted">,
+  ];
+}
+
 #endif // LOOM_PASSES_TD

@@ -13,6 +13,11 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
   pm.addPass(createTrainAutodiff());
   if (options.optimizer)
     pm.addPass(createTrainOptimizer());
+  if (!options.mesh.empty()) {
+    pm.addPass(createDistShardingPropagation(
+        DistShardingPropagationOptions{options.mesh, options.sharding}));
+    pm.addPass(createDistPartition());
+  }
 }
 
 void loom::registerAllPasses() {

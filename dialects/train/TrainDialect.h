@@ -35,6 +35,12 @@ llvm::LogicalResult inferBroadcast(std::optional<mlir::Location> loc,
                                    llvm::SmallVectorImpl<mlir::Type> &types);
 } // namespace loom::train::detail
 
+namespace loom::train {
+/// Attaches ShardingRuleOpInterface to every op that has a sharding rule
+/// (ShardingRules.cpp).
+void attachShardingRules(mlir::MLIRContext *ctx);
+} // namespace loom::train
+
 #include "dialects/train/TrainInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -77,6 +77,17 @@ def Train_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
   let methods = [
     InterfaceMethod<"The op's sharding rule.",
       "::loom::train::OpShardingRule", "getShardingRule", (ins)>,
+    InterfaceMethod<[{
+        Called by `dist-partition` after the op got its per-rank types, with
+        the builder after the op: an op whose local result is not simply the
+        op applied to the local operands (a mean over a sharded dimension, a
+        mask keyed by global indices) adjusts itself or its users here. The
+        default changes nothing.
+      }],
+      "::llvm::LogicalResult", "localize",
+      (ins "::mlir::OpBuilder &":$builder,
+           "const ::loom::train::LocalizeContext &":$context), [{}],
+      [{ return ::mlir::success(); }]>,
   ];
 }
 

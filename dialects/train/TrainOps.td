@@ -602,10 +602,17 @@ def Train_DropoutOp : Train_TypedOp<"dropout", [
     mask whatever the sharding, and the backward rule is the same dropout
     applied to the gradient. Inside `train.repeat` the iteration index is
     passed as `stream` so each layer draws its own mask.
+
+    On a rank's block of a sharded tensor (after `dist-partition`),
+    `global_shape` is the whole tensor's shape and `shard_groups` gives per
+    dimension the runtime group (a bit mask of mesh axes) whose rank selects
+    the block; both are empty for a whole tensor.
   }];
   let arguments = (ins Train_FloatTensor:$input, Optional<Index>:$stream,
                        F64Attr:$rate,
-                       I64Attr:$seed);
+                       I64Attr:$seed,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$global_shape,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$shard_groups);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
     $input (`stream` `(` $stream^ `)`)? `rate` $rate `seed` $seed attr-dict `:` type($input)

@@ -118,12 +118,13 @@ const char *kUsage =
     "                       out for evaluation); synthetic text otherwise\n"
     "  --eval-every K       evaluate the held-out loss every K steps\n"
     "  --log-every K        print progress every K steps\n"
-    "  --metrics FILE       write one JSON object per step to FILE\n"
+    "  --metrics FILE       write one JSON object per step to FILE (rank 0's;\n"
+    "                       every rank's own when FILE has '%%r')\n"
     "  --trace FILE         write a Chrome trace (Perfetto) of this rank to FILE\n"
     "                       ('%%r' in FILE becomes the rank)\n"
     "  --init-from FILE     initial parameters from a safetensors file\n"
     "  --inputs FILE        the inputs of every step from a safetensors file\n"
-    "  --export FILE        write the final parameters as safetensors\n"
+    "  --export FILE        write the final parameters as safetensors (rank 0)\n"
     "  --seed S             seed of initialization, data order and dropout\n"
     "  --lr X               base learning rate (overrides the model's)\n"
     "  --timeout SECONDS    bound on any wait for another rank (default 60)\n";
@@ -463,6 +464,15 @@ llvm::json::Object bytesByAxis(loomrt_ctx *ctx) {
   return out;
 }
 
+/// Bytes this rank has sent so far, over every collective and group.
+int64_t totalBytesSent(loomrt_ctx *ctx) {
+  std::lock_guard<std::mutex> lock(ctx->commMutex);
+  int64_t total = 0;
+  for (auto [key, bytes] : ctx->bytesSent)
+    total += bytes;
+  return total;
+}
+
 double evaluate(loomrt_ctx *ctx, const Data &data, int32_t lossIndex) {
   // The mean loss over a fixed set of held-out batches.
   constexpr int kBatches = 4;
@@ -495,10 +505,8 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
   ctx.lrOverride = o.lr;
   ctx.timeoutSeconds = o.timeout;
   ctx.tracePath = o.trace;
-  // One rank until programs carry their mesh.
-  const char *axis = "world";
-  int64_t one = 1;
-  loomrt_init_mesh(&ctx, 1, &axis, &one);
+  loomrt_init_mesh(&ctx, program->num_axes, program->axis_names,
+                   program->axis_sizes);
   const loomrt_program *p = program;
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
@@ -539,9 +547,19 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
       tokensPerStep = s.rank ? s[0] : 1;
   }
 
+  // Rank 0 speaks for the job: progress, the summary, the metrics (unless
+  // the path asks for every rank's) and the exported weights.
+  bool lead = ctx.rank == 0;
+  std::string metricsPath = o.metrics;
+  bool perRank = metricsPath.find("%r") != std::string::npos;
+  for (size_t at; (at = metricsPath.find("%r")) != std::string::npos;)
+    metricsPath.replace(at, 2, std::to_string(ctx.rank));
   std::FILE *metrics = nullptr;
-  if (!o.metrics.empty() && !(metrics = std::fopen(o.metrics.c_str(), "w")))
-    fail("cannot write '" + o.metrics + "'");
+  if (!metricsPath.empty() && (lead || perRank) &&
+      !(metrics = std::fopen(metricsPath.c_str(), "w")))
+    fail("cannot write '" + metricsPath + "'");
+  if (!lead && !std::freopen("/dev/null", "w", stdout))
+    fail("cannot silence the output of rank " + std::to_string(ctx.rank));
   int64_t logEvery = o.logEvery ? o.logEvery : std::max<int64_t>(1, o.steps / 25);
   std::printf("loom: training %s: %lld parameters, %lld steps, %s of "
               "parameters and optimizer state, %s arena\n",
@@ -591,6 +609,8 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
       std::printf("step %5lld/%lld  loss %.4f  lr %.3e  %9.0f tok/s  peak %s",
                   (long long)step + 1, (long long)o.steps, loss, ctx.lastLr,
                   tps, formatBytes(double(ctx.peakBytes)).c_str());
+      if (ctx.world > 1)
+        std::printf("  sent %s", formatBytes(double(totalBytesSent(&ctx))).c_str());
       if (evalNow)
         std::printf("  eval %.4f", evalLoss);
       std::printf("\n");
@@ -614,7 +634,7 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
   }
   if (metrics)
     std::fclose(metrics);
-  if (!o.exportTo.empty())
+  if (!o.exportTo.empty() && lead)
     exportSafetensors(&ctx, o.exportTo);
   std::printf("loom: done: loss %.4f -> %.4f", firstLoss, lastLoss);
   if (o.evalEvery)

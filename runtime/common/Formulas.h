@@ -43,6 +43,29 @@ LOOMRT_HD inline uint64_t dropoutKey(int64_t opSeed, uint64_t runSeed,
                 uint64_t(step));
 }
 
+/// Maps an element of a rank's block of a sharded tensor to its index in the
+/// whole tensor, so that a value keyed by element (dropout's mask) is the
+/// same whatever the sharding. Rank 0 or a tensor that is not sharded maps
+/// every index to itself.
+struct ShardIndex {
+  static constexpr int kMaxRank = 8;
+  int32_t rank = 0;
+  int64_t local[kMaxRank];   /* the block's dimensions */
+  int64_t offset[kMaxRank];  /* where the block starts in the whole tensor */
+  int64_t stride[kMaxRank];  /* the whole tensor's row-major strides */
+
+  LOOMRT_HD int64_t global(int64_t i) const {
+    if (rank == 0)
+      return i;
+    int64_t g = 0;
+    for (int32_t d = rank - 1; d >= 0; --d) {
+      g += (i % local[d] + offset[d]) * stride[d];
+      i /= local[d];
+    }
+    return g;
+  }
+};
+
 /// The learning rate of a schedule at a step (the formula of
 /// #train.schedule): linear warm-up, then constant (decay 0), linear (1) or
 /// cosine (2) decay to minLr at `total`.

@@ -10,6 +10,7 @@
 #ifndef LOOMRT_COMMON_SHAPEMATH_H
 #define LOOMRT_COMMON_SHAPEMATH_H
 
+#include "Formulas.h"
 #include "Internal.h"
 
 #include <utility>
@@ -67,6 +68,33 @@ inline std::vector<bool> reducedDims(loomrt_ctx *ctx, int64_t dims,
   for (int64_t i = 0; i < d.rank; ++i)
     reduced[d[i]] = true;
   return reduced;
+}
+
+/// Where this rank's block of a sharded tensor lies in the whole tensor:
+/// `global` is the whole tensor's shape and `groups` gives, per dimension,
+/// the runtime group whose rank selects the block (0: not split); both
+/// empty when the tensor is not sharded.
+inline ShardIndex shardIndex(loomrt_ctx *ctx, int64_t localShape,
+                             int64_t globalShape, int64_t groupsId) {
+  ShardIndex index;
+  Shape local = shapeOf(ctx, localShape), global = shapeOf(ctx, globalShape),
+        groups = shapeOf(ctx, groupsId);
+  if (global.rank == 0)
+    return index;
+  if (global.rank != local.rank || groups.rank != local.rank ||
+      local.rank > ShardIndex::kMaxRank)
+    fail("a sharded tensor's global shape and groups do not match its rank");
+  index.rank = int32_t(local.rank);
+  int64_t stride = 1;
+  for (int64_t d = local.rank - 1; d >= 0; --d) {
+    index.local[d] = local[d];
+    index.stride[d] = stride;
+    stride *= global[d];
+    int64_t coordinate =
+        groups[d] ? loomrt_group_rank(ctx, uint32_t(groups[d])) : 0;
+    index.offset[d] = coordinate * local[d];
+  }
+  return index;
 }
 
 } // namespace loomrt

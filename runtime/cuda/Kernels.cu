@@ -656,10 +656,12 @@ __global__ void crossEntropyGradKernel(float *d, const float *x,
 }
 
 __global__ void dropoutKernel(float *y, const float *x, int64_t n,
-                              uint64_t key, double rate, float keepScale) {
+                              uint64_t key, double rate, float keepScale,
+                              ShardIndex index) {
   GRID_LOOP(i, n) {
-    y[i] = uniform(key ^ hash64(uint64_t(i))) >= rate ? x[i] * keepScale
-                                                      : 0.0f;
+    y[i] = uniform(key ^ hash64(uint64_t(index.global(i)))) >= rate
+               ? x[i] * keepScale
+               : 0.0f;
   }
 }
 
@@ -1021,8 +1023,9 @@ void loomrt_label_count(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *labels,
 }
 
 void loomrt_dropout(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
-                    int64_t stream, int64_t so, int64_t, double rate,
-                    int64_t seed) {
+                    int64_t stream, int64_t so, int64_t,
+                    int64_t global_shape, double rate, int64_t seed,
+                    int64_t shard_groups) {
   int64_t n = shapeOf(ctx, so).numel();
   if (!ctx->training || rate == 0.0) {
     loomrt_copy(ctx, out, in, n * 4);
@@ -1030,7 +1033,8 @@ void loomrt_dropout(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
   }
   LAUNCH(dropoutKernel, blocksFor(n), kThreads, F(out), F(in), n,
          dropoutKey(seed, ctx->seed, stream, ctx->step), rate,
-         float(1.0 / (1.0 - rate)));
+         float(1.0 / (1.0 - rate)),
+         shardIndex(ctx, so, global_shape, shard_groups));
 }
 
 void loomrt_transpose(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
@@ -1053,6 +1057,19 @@ void loomrt_slice(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in, int64_t so,
   int64_t base = 0;
   for (int64_t d = 0; d < s.rank; ++d)
     base += off[d] * strides[d];
+  int64_t n = o.numel();
+  LAUNCH(gatherKernel, blocksFor(n), kThreads, F(out), F(in) + base, n,
+         makeIndex(o, strides));
+}
+
+void loomrt_shard(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
+                  int64_t so, int64_t si, int64_t groups) {
+  Shape o = shapeOf(ctx, so), s = shapeOf(ctx, si);
+  std::vector<int64_t> strides = stridesOf(s);
+  ShardIndex index = shardIndex(ctx, so, si, groups);
+  int64_t base = 0;
+  for (int64_t d = 0; d < s.rank; ++d)
+    base += index.offset[d] * strides[d];
   int64_t n = o.numel();
   LAUNCH(gatherKernel, blocksFor(n), kThreads, F(out), F(in) + base, n,
          makeIndex(o, strides));

@@ -665,8 +665,9 @@ void loomrt_label_count(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *labels,
 }
 
 void loomrt_dropout(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
-                    int64_t stream, int64_t so, int64_t, double rate,
-                    int64_t seed) {
+                    int64_t stream, int64_t so, int64_t,
+                    int64_t global_shape, double rate, int64_t seed,
+                    int64_t shard_groups) {
   int64_t n = shapeOf(c, so).numel();
   const float *x = F(in);
   float *y = F(out);
@@ -676,8 +677,11 @@ void loomrt_dropout(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
   }
   float keepScale = float(1.0 / (1.0 - rate));
   uint64_t key = dropoutKey(seed, c->seed, stream, c->step);
+  ShardIndex index = shardIndex(c, so, global_shape, shard_groups);
   for (int64_t i = 0; i < n; ++i)
-    y[i] = uniform(key ^ hash64(uint64_t(i))) >= rate ? x[i] * keepScale : 0.0f;
+    y[i] = uniform(key ^ hash64(uint64_t(index.global(i)))) >= rate
+               ? x[i] * keepScale
+               : 0.0f;
 }
 
 void loomrt_transpose(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
@@ -696,6 +700,16 @@ void loomrt_slice(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
   int64_t base = 0;
   for (int64_t d = 0; d < s.rank; ++d)
     base += off[d] * strides[d];
+  copyStrided(o, strides, F(in) + base, F(out));
+}
+
+void loomrt_shard(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
+                  int64_t si, int64_t groups) {
+  Shape o = shapeOf(c, so), s = shapeOf(c, si);
+  std::vector<int64_t> strides = stridesOf(s);
+  int64_t base = 0;
+  for (int64_t d = 0; d < s.rank; ++d)
+    base += shardIndex(c, so, si, groups).offset[d] * strides[d];
   copyStrided(o, strides, F(in) + base, F(out));
 }
 

@@ -27,7 +27,7 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag,
 int MPI_Finalize(void) {
   int rank = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  printf("pmpi: rank %d sent %lld bytes\n", rank, sent);
+  fprintf(stderr, "pmpi: rank %d sent %lld bytes\n", rank, sent);
   fflush(stdout);
   return PMPI_Finalize();
 }

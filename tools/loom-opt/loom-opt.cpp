@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Passes.h"
+#include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
 #include "passes/Passes.h"
 
@@ -17,7 +18,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<loom::train::TrainDialect, mlir::arith::ArithDialect,
+  registry.insert<loom::train::TrainDialect, loom::dist::DistDialect,
+                  mlir::arith::ArithDialect,
                   mlir::func::FuncDialect, mlir::scf::SCFDialect,
                   mlir::emitc::EmitCDialect>();
   mlir::registerTransformsPasses();

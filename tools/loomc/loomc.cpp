@@ -8,6 +8,7 @@
 
 #include "codegen/Passes.h"
 #include "codegen/Report.h"
+#include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
 #include "passes/Passes.h"
 
@@ -77,9 +78,16 @@ static cl::opt<std::string> clusterFile(
 
 static cl::opt<std::string> meshSpec(
     "mesh",
-    cl::desc("Device mesh, axes outermost first (e.g. dp=4); the report "
-             "plans data parallelism over 'dp' so far"),
+    cl::desc("Device mesh, axes outermost first (e.g. dp=4); the product "
+             "is the number of ranks to launch; data parallelism over 'dp' "
+             "so far"),
     cl::value_desc("AXIS=N,..."), cl::cat(loomcCategory));
+
+static cl::opt<std::string> shardingPreset(
+    "sharding",
+    cl::desc("Annotations to start sharding propagation from: auto (the "
+             "batch over 'dp' when the mesh has it) or dp"),
+    cl::value_desc("auto|dp"), cl::init("auto"), cl::cat(loomcCategory));
 
 enum class PrecisionFlag { Fp32, Bf16 };
 static cl::opt<PrecisionFlag> precision(
@@ -236,11 +244,17 @@ int main(int argc, char **argv) {
   config.precision = precision == PrecisionFlag::Bf16
                          ? loom::codegen::Precision::Bf16
                          : loom::codegen::Precision::Fp32;
+  if (shardingPreset != "auto" && shardingPreset != "dp")
+    return fail("--sharding=" + shardingPreset +
+                ": expected auto or dp (megatron arrives with tensor "
+                "parallelism)");
   if (!reportOnly && emit != Emit::MLIR) {
-    if (config.mesh.ranks() > 1)
-      return fail("--mesh " + meshSpec + ": executables for more than one "
-                  "rank need sharding propagation and partitioning, which "
-                  "are not implemented yet; --report plans the mesh");
+    for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
+      if (axis != "dp" && size > 1)
+        return fail("--mesh " + meshSpec + ": mesh axis '" + axis +
+                    "' needs tensor or pipeline parallelism, which are not "
+                    "generated yet; executables shard over 'dp' so far "
+                    "(--report plans the mesh)");
     if (config.precision == loom::codegen::Precision::Bf16)
       return fail("--precision=bf16: mixed-precision code is not generated "
                   "yet; --report plans it");
@@ -255,7 +269,8 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  registry.insert<loom::train::TrainDialect, arith::ArithDialect,
+  registry.insert<loom::train::TrainDialect, loom::dist::DistDialect,
+                  arith::ArithDialect,
                   func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
@@ -303,18 +318,31 @@ int main(int argc, char **argv) {
   if (emit == Emit::MLIR)
     return failed(writeFile(outputFile, step)) ? 1 : 0;
 
+  // The rank program: shardings from the mesh, then per-rank shapes and
+  // collectives.
+  if (!meshSpec.empty()) {
+    PassManager dist(&context);
+    dist.addPass(loom::createDistShardingPropagation(
+        loom::DistShardingPropagationOptions{meshSpec, shardingPreset}));
+    dist.addPass(loom::createDistPartition());
+    if (failed(dist.run(*module)))
+      return 1;
+  }
+  if (failed(dumpPhase("2-rank-program.mlir", print(*module))))
+    return 1;
+
   PassManager codegen(&context);
   loom::codegen::buildCodegenPipeline(codegen);
   if (failed(codegen.run(*module)))
     return 1;
-  if (failed(dumpPhase("2-emitc.mlir", print(*module))))
+  if (failed(dumpPhase("3-emitc.mlir", print(*module))))
     return 1;
   std::string cpp;
   llvm::raw_string_ostream os(cpp);
   if (failed(emitc::translateToCpp(*module, os)))
     return 1;
   os.flush();
-  if (failed(dumpPhase("3-program.cpp", cpp)))
+  if (failed(dumpPhase("4-program.cpp", cpp)))
     return 1;
   if (emit == Emit::Cpp)
     return failed(writeFile(outputFile, cpp)) ? 1 : 0;

@@ -98,6 +98,10 @@ typedef struct loomrt_program {
   int64_t num_shape_words;
   loomrt_function step; /* forward, backward, optimizer update */
   loomrt_function eval; /* forward only: the loss on a batch */
+  /* The mesh, axes outermost first; every rank runs the same program. */
+  int32_t num_axes;
+  const char *const *axis_names;
+  const int64_t *axis_sizes;
 } loomrt_program;
 
 /* Runs the training loop of `program` with the command line of the
@@ -280,10 +284,17 @@ void loomrt_cross_entropy_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits
                                int64_t, int64_t, int64_t, int64_t ignore_index);
 void loomrt_label_count(loomrt_ctx *, loomrt_buf *out, loomrt_buf *labels, int64_t, int64_t,
                         int64_t ignore_index);
-void loomrt_dropout(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t stream, int64_t, int64_t, double rate,
-                    int64_t seed);
+/* `global_shape` and `shard_groups` (empty unless the tensor is sharded):
+   the whole tensor's shape and, per dimension, the group whose rank selects
+   this rank's block, so the mask is keyed by global element indices. */
+void loomrt_dropout(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t stream, int64_t, int64_t,
+                    int64_t global_shape, double rate, int64_t seed, int64_t shard_groups);
 void loomrt_transpose(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t permutation);
 void loomrt_slice(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t offsets, int64_t sizes);
+/* This rank's block of `in` (4-byte elements), which every rank holds
+   whole: `groups` gives per dimension the group whose rank selects the block
+   (dist.shard). */
+void loomrt_shard(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t groups);
 void loomrt_pad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t high, int64_t low);
 void loomrt_lr_schedule(loomrt_ctx *, loomrt_buf *out, loomrt_buf *step, int64_t, int64_t, double lr, int64_t warmup,
                         int64_t total, int32_t decay, double min_lr);

@@ -1,0 +1,522 @@
+//===- DistDialect.cpp - meshes, shardings and collectives -----------------===//
+
+#include "dialects/dist/DistDialect.h"
+
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace loom::dist;
+
+#include "dialects/dist/DistDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/dist/DistAttrs.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/dist/DistOps.cpp.inc"
+
+void DistDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "dialects/dist/DistAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/dist/DistOps.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// #dist.mesh
+//===----------------------------------------------------------------------===//
+
+Attribute MeshAttr::parse(AsmParser &parser, Type) {
+  SmallVector<StringAttr> names;
+  SmallVector<int64_t> sizes;
+  auto parseAxis = [&]() -> ParseResult {
+    std::string name;
+    int64_t size;
+    if (parser.parseString(&name) || parser.parseEqual() ||
+        parser.parseInteger(size))
+      return failure();
+    names.push_back(StringAttr::get(parser.getContext(), name));
+    sizes.push_back(size);
+    return success();
+  };
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseAxis) ||
+      parser.parseGreater())
+    return {};
+  return MeshAttr::getChecked(
+      [&] { return parser.emitError(parser.getNameLoc()); },
+      parser.getContext(), names, sizes);
+}
+
+void MeshAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  for (auto [i, name, size] : llvm::enumerate(getNames(), getSizes()))
+    printer << (i ? ", " : "") << name << " = " << size;
+  printer << "]>";
+}
+
+LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               ArrayRef<StringAttr> names,
+                               ArrayRef<int64_t> sizes) {
+  if (names.size() != sizes.size())
+    return emitError() << "a mesh needs one size per axis";
+  if (names.size() > 8)
+    return emitError() << "a mesh has at most 8 axes, got " << names.size();
+  for (auto [i, name, size] : llvm::enumerate(names, sizes)) {
+    if (name.getValue().empty())
+      return emitError() << "mesh axis " << i << " has an empty name";
+    if (size < 1)
+      return emitError() << "mesh axis \"" << name.getValue()
+                         << "\" must have at least one rank, got " << size;
+    if (llvm::is_contained(names.take_front(i), name))
+      return emitError() << "mesh axis \"" << name.getValue()
+                         << "\" appears twice";
+  }
+  return success();
+}
+
+int64_t MeshAttr::getNumRanks() const {
+  int64_t n = 1;
+  for (int64_t size : getSizes())
+    n *= size;
+  return n;
+}
+
+int64_t MeshAttr::getAxisIndex(StringRef axis) const {
+  for (auto [i, name] : llvm::enumerate(getNames()))
+    if (name.getValue() == axis)
+      return int64_t(i);
+  return -1;
+}
+
+int64_t MeshAttr::getAxisSize(StringRef axis) const {
+  int64_t i = getAxisIndex(axis);
+  return i < 0 ? 1 : getSizes()[i];
+}
+
+int64_t MeshAttr::getGroupSize(ArrayRef<StringAttr> axes) const {
+  int64_t n = 1;
+  for (StringAttr axis : axes)
+    n *= getAxisSize(axis.getValue());
+  return n;
+}
+
+uint32_t MeshAttr::getGroupMask(ArrayRef<StringAttr> axes) const {
+  uint32_t mask = 0;
+  for (StringAttr axis : axes)
+    if (int64_t i = getAxisIndex(axis.getValue()); i >= 0)
+      mask |= 1u << i;
+  return mask;
+}
+
+FailureOr<MeshAttr>
+loom::dist::parseMeshSpec(MLIRContext *ctx, StringRef spec,
+                          function_ref<InFlightDiagnostic()> emitError) {
+  SmallVector<StringAttr> names;
+  SmallVector<int64_t> sizes;
+  SmallVector<StringRef> parts;
+  spec.split(parts, ',');
+  for (StringRef part : parts) {
+    auto [name, size] = part.trim().split('=');
+    int64_t n;
+    if (name.trim().empty() || size.trim().getAsInteger(10, n))
+      return emitError() << "mesh '" << spec
+                         << "' must be AXIS=SIZE,... (e.g. dp=2,tp=4)";
+    names.push_back(StringAttr::get(ctx, name.trim()));
+    sizes.push_back(n);
+  }
+  MeshAttr mesh = MeshAttr::getChecked(emitError, ctx, names, sizes);
+  if (!mesh)
+    return failure();
+  return mesh;
+}
+
+MeshAttr MeshAttr::lookup(Operation *op) {
+  for (; op; op = op->getParentOp())
+    if (auto mesh = op->getAttrOfType<MeshAttr>("dist.mesh"))
+      return mesh;
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// #dist.sharding
+//===----------------------------------------------------------------------===//
+
+static ParseResult parseAxisList(AsmParser &parser,
+                                 SmallVectorImpl<Attribute> &axes, bool *open) {
+  if (parser.parseLBrace())
+    return failure();
+  if (succeeded(parser.parseOptionalRBrace()))
+    return success();
+  do {
+    if (open && succeeded(parser.parseOptionalQuestion())) {
+      *open = true;
+      break;
+    }
+    std::string name;
+    if (parser.parseString(&name))
+      return failure();
+    axes.push_back(StringAttr::get(parser.getContext(), name));
+  } while (succeeded(parser.parseOptionalComma()));
+  return parser.parseRBrace();
+}
+
+Attribute ShardingAttr::parse(AsmParser &parser, Type) {
+  MLIRContext *ctx = parser.getContext();
+  SmallVector<ArrayAttr> dims;
+  SmallVector<bool> open;
+  SmallVector<int64_t> priorities;
+  SmallVector<StringAttr> unreduced;
+  auto parseDim = [&]() -> ParseResult {
+    SmallVector<Attribute> axes;
+    bool isOpen = false;
+    if (parseAxisList(parser, axes, &isOpen))
+      return failure();
+    int64_t priority = -1;
+    StringRef keyword;
+    llvm::SMLoc at = parser.getCurrentLocation();
+    if (succeeded(parser.parseOptionalKeyword(&keyword))) {
+      if (!keyword.consume_front("p") || keyword.getAsInteger(10, priority))
+        return parser.emitError(at, "expected a priority 'p<N>' after a "
+                                    "dimension's axes");
+    }
+    dims.push_back(ArrayAttr::get(ctx, axes));
+    open.push_back(isOpen);
+    priorities.push_back(priority);
+    return success();
+  };
+  if (parser.parseLess() ||
+      parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, parseDim))
+    return {};
+  if (succeeded(parser.parseOptionalComma())) {
+    SmallVector<Attribute> axes;
+    if (parser.parseKeyword("unreduced") || parser.parseEqual() ||
+        parseAxisList(parser, axes, nullptr))
+      return {};
+    for (Attribute a : axes)
+      unreduced.push_back(cast<StringAttr>(a));
+  }
+  if (parser.parseGreater())
+    return {};
+  return ShardingAttr::getChecked(
+      [&] { return parser.emitError(parser.getNameLoc()); }, ctx, dims, open,
+      priorities, unreduced);
+}
+
+void ShardingAttr::print(AsmPrinter &printer) const {
+  printer << "<[";
+  for (int64_t d = 0, e = getRank(); d < e; ++d) {
+    printer << (d ? ", " : "") << "{";
+    ArrayAttr axes = getDims()[d];
+    llvm::interleaveComma(axes, printer, [&](Attribute a) {
+      printer << cast<StringAttr>(a);
+    });
+    if (getOpen()[d])
+      printer << (axes.empty() ? "?" : ", ?");
+    printer << "}";
+    if (getPriorities()[d] >= 0)
+      printer << "p" << getPriorities()[d];
+  }
+  printer << "]";
+  if (!getUnreduced().empty()) {
+    printer << ", unreduced = {";
+    llvm::interleaveComma(getUnreduced(), printer,
+                          [&](StringAttr a) { printer << a; });
+    printer << "}";
+  }
+  printer << ">";
+}
+
+LogicalResult
+ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     ArrayRef<ArrayAttr> dims, ArrayRef<bool> open,
+                     ArrayRef<int64_t> priorities,
+                     ArrayRef<StringAttr> unreduced) {
+  if (open.size() != dims.size() || priorities.size() != dims.size())
+    return emitError() << "a sharding needs one open flag and one priority "
+                          "per dimension";
+  SmallVector<StringRef> seen;
+  auto use = [&](StringRef axis) -> LogicalResult {
+    if (llvm::is_contained(seen, axis))
+      return emitError() << "mesh axis \"" << axis
+                         << "\" is used twice in one sharding";
+    seen.push_back(axis);
+    return success();
+  };
+  for (ArrayAttr axes : dims)
+    for (Attribute a : axes) {
+      auto name = dyn_cast<StringAttr>(a);
+      if (!name)
+        return emitError() << "a dimension's axes must be strings";
+      if (failed(use(name.getValue())))
+        return failure();
+    }
+  for (StringAttr a : unreduced)
+    if (failed(use(a.getValue())))
+      return failure();
+  return success();
+}
+
+ShardingAttr ShardingAttr::get(MLIRContext *ctx,
+                               ArrayRef<SmallVector<StringAttr>> dims,
+                               ArrayRef<StringAttr> unreduced) {
+  SmallVector<ArrayAttr> arrays;
+  for (const SmallVector<StringAttr> &axes : dims)
+    arrays.push_back(ArrayAttr::get(
+        ctx, SmallVector<Attribute>(axes.begin(), axes.end())));
+  SmallVector<bool> open(dims.size(), false);
+  SmallVector<int64_t> priorities(dims.size(), -1);
+  return get(ctx, arrays, open, priorities, unreduced);
+}
+
+SmallVector<StringAttr> ShardingAttr::getDimAxes(int64_t d) const {
+  return llvm::to_vector(getDims()[d].getAsRange<StringAttr>());
+}
+
+bool ShardingAttr::isReplicated() const {
+  return getUnreduced().empty() &&
+         llvm::all_of(getDims(), [](ArrayAttr a) { return a.empty(); });
+}
+
+LogicalResult ShardingAttr::verifyFor(
+    RankedTensorType type, MeshAttr mesh,
+    function_ref<InFlightDiagnostic()> emitError) const {
+  if (getRank() != type.getRank())
+    return emitError() << "sharding " << *this << " has " << getRank()
+                       << " dimensions but the tensor " << type << " has "
+                       << type.getRank();
+  auto known = [&](StringAttr axis) -> LogicalResult {
+    if (mesh.getAxisIndex(axis.getValue()) < 0)
+      return emitError() << "sharding " << *this << " names mesh axis "
+                         << axis << ", which the mesh " << mesh
+                         << " does not have";
+    return success();
+  };
+  for (StringAttr a : getUnreduced())
+    if (failed(known(a)))
+      return failure();
+  for (int64_t d = 0; d < getRank(); ++d) {
+    SmallVector<StringAttr> axes = getDimAxes(d);
+    for (StringAttr a : axes)
+      if (failed(known(a)))
+        return failure();
+    int64_t n = mesh.getGroupSize(axes);
+    if (type.getDimSize(d) % n != 0)
+      return emitError() << "dimension " << d << " of " << type
+                         << " (size " << type.getDimSize(d)
+                         << ") does not divide into " << n
+                         << " shards over " << getDims()[d]
+                         << "; make it a multiple of " << n
+                         << " or shard another dimension";
+  }
+  return success();
+}
+
+RankedTensorType ShardingAttr::getLocalType(RankedTensorType type,
+                                            MeshAttr mesh) const {
+  SmallVector<int64_t> shape(type.getShape());
+  for (int64_t d = 0; d < getRank(); ++d)
+    shape[d] /= mesh.getGroupSize(getDimAxes(d));
+  return RankedTensorType::get(shape, type.getElementType());
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// Checks a collective's axes against the enclosing model's mesh.
+static LogicalResult verifyAxes(Operation *op, ArrayAttr axes,
+                                MeshAttr &mesh) {
+  if (axes.empty())
+    return op->emitOpError("needs at least one mesh axis");
+  mesh = MeshAttr::lookup(op);
+  if (!mesh)
+    return op->emitOpError("is not inside a model with a 'dist.mesh'");
+  SmallVector<StringRef> seen;
+  for (StringRef axis : axes.getAsValueRange<StringAttr>()) {
+    if (mesh.getAxisIndex(axis) < 0)
+      return op->emitOpError("names mesh axis \"")
+             << axis << "\", which the mesh " << mesh << " does not have";
+    if (llvm::is_contained(seen, axis))
+      return op->emitOpError("names mesh axis \"") << axis << "\" twice";
+    seen.push_back(axis);
+  }
+  return success();
+}
+
+static int64_t groupSize(MeshAttr mesh, ArrayAttr axes) {
+  return mesh.getGroupSize(llvm::to_vector(axes.getAsRange<StringAttr>()));
+}
+
+/// Checks that `result` is `input` with dimension `dim` scaled by
+/// `num / den`, every other dimension and the element type unchanged.
+static LogicalResult verifyScaledDim(Operation *op, RankedTensorType input,
+                                     RankedTensorType result, int64_t dim,
+                                     int64_t num, int64_t den,
+                                     StringRef what) {
+  if (dim < 0 || dim >= input.getRank())
+    return op->emitOpError("dimension ")
+           << dim << " is out of range for " << input;
+  if (input.getElementType() != result.getElementType() ||
+      input.getRank() != result.getRank())
+    return op->emitOpError("result ")
+           << result << " must have the operand's rank and element type ("
+           << input << ")";
+  for (int64_t d = 0; d < input.getRank(); ++d) {
+    int64_t want = input.getDimSize(d);
+    if (d == dim) {
+      if (want * num % den != 0)
+        return op->emitOpError("dimension ")
+               << dim << " of " << input << " does not divide by " << den;
+      want = want * num / den;
+    }
+    if (result.getDimSize(d) != want)
+      return op->emitOpError("result ")
+             << result << " must be " << what << " of " << input
+             << " (dimension " << d << " of size " << want << ")";
+  }
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  MeshAttr mesh;
+  if (failed(verifyAxes(*this, getAxes(), mesh)))
+    return failure();
+  if (!isa<FloatType>(getInput().getType().getElementType()))
+    return emitOpError("reduces float tensors only, got ")
+           << getInput().getType().getElementType();
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  MeshAttr mesh;
+  if (failed(verifyAxes(*this, getAxes(), mesh)))
+    return failure();
+  return verifyScaledDim(*this, getInput().getType(), getResult().getType(),
+                         getDim(), groupSize(mesh, getAxes()), 1,
+                         "the group's blocks gathered along the dimension");
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  MeshAttr mesh;
+  if (failed(verifyAxes(*this, getAxes(), mesh)))
+    return failure();
+  if (!isa<FloatType>(getInput().getType().getElementType()))
+    return emitOpError("reduces float tensors only, got ")
+           << getInput().getType().getElementType();
+  return verifyScaledDim(*this, getInput().getType(), getResult().getType(),
+                         getDim(), 1, groupSize(mesh, getAxes()),
+                         "one block of the dimension");
+}
+
+LogicalResult AllToAllOp::verify() {
+  MeshAttr mesh;
+  if (failed(verifyAxes(*this, getAxes(), mesh)))
+    return failure();
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  int64_t n = groupSize(mesh, getAxes());
+  int64_t split = getSplitDim(), concat = getConcatDim();
+  if (split < 0 || split >= in.getRank() || concat < 0 ||
+      concat >= in.getRank())
+    return emitOpError("split and concat dimensions must be in range for ")
+           << in;
+  if (split == concat)
+    return emitOpError("split and concat dimensions must differ");
+  if (in.getDimSize(split) % n != 0)
+    return emitOpError("dimension ")
+           << split << " of " << in << " does not divide into " << n
+           << " blocks";
+  SmallVector<int64_t> want(in.getShape());
+  want[split] /= n;
+  want[concat] *= n;
+  if (out != RankedTensorType::get(want, in.getElementType()))
+    return emitOpError("result must be ")
+           << RankedTensorType::get(want, in.getElementType()) << ", got "
+           << out;
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  MeshAttr mesh;
+  if (failed(verifyAxes(*this, getAxes(), mesh)))
+    return failure();
+  int64_t n = groupSize(mesh, getAxes());
+  if (getRoot() < 0 || getRoot() >= n)
+    return emitOpError("root ") << getRoot() << " is not a rank of a group of "
+                                << n;
+  return success();
+}
+
+LogicalResult CollectivePermuteOp::verify() {
+  MeshAttr mesh;
+  if (failed(verifyAxes(*this, getAxes(), mesh)))
+    return failure();
+  int64_t n = groupSize(mesh, getAxes());
+  ArrayRef<int64_t> pairs = getPairs();
+  if (pairs.size() % 2)
+    return emitOpError("pairs must list (source, target) group ranks");
+  SmallVector<bool> source(n, false), target(n, false);
+  for (size_t i = 0; i < pairs.size(); i += 2) {
+    int64_t s = pairs[i], t = pairs[i + 1];
+    if (s < 0 || s >= n || t < 0 || t >= n)
+      return emitOpError("pair (") << s << ", " << t
+                                   << ") names a rank outside a group of "
+                                   << n;
+    if (source[s] || target[t])
+      return emitOpError("pair (")
+             << s << ", " << t
+             << ") repeats a source or a target; each rank sends and "
+                "receives at most once";
+    source[s] = target[t] = true;
+  }
+  return success();
+}
+
+LogicalResult ShardOp::verify() {
+  MeshAttr mesh = MeshAttr::lookup(*this);
+  if (!mesh)
+    return emitOpError("is not inside a model with a 'dist.mesh'");
+  RankedTensorType in = getInput().getType(), out = getResult().getType();
+  if ((int64_t)getAxes().size() != in.getRank())
+    return emitOpError("needs one list of axes per dimension of ") << in;
+  SmallVector<StringRef> seen;
+  SmallVector<int64_t> want(in.getShape());
+  for (auto [d, list] : llvm::enumerate(getAxes())) {
+    auto axes = dyn_cast<ArrayAttr>(list);
+    if (!axes || !llvm::all_of(axes, llvm::IsaPred<StringAttr>))
+      return emitOpError("dimension ") << d << "'s axes must be a list of "
+                                              "strings";
+    for (StringRef axis : axes.getAsValueRange<StringAttr>()) {
+      if (mesh.getAxisIndex(axis) < 0)
+        return emitOpError("names mesh axis \"")
+               << axis << "\", which the mesh " << mesh << " does not have";
+      if (llvm::is_contained(seen, axis))
+        return emitOpError("names mesh axis \"") << axis << "\" twice";
+      seen.push_back(axis);
+    }
+    int64_t n = groupSize(mesh, axes);
+    if (want[d] % n != 0)
+      return emitOpError("dimension ")
+             << d << " of " << in << " does not divide into " << n
+             << " shards";
+    want[d] /= n;
+  }
+  if (out != RankedTensorType::get(want, in.getElementType()))
+    return emitOpError("result must be ")
+           << RankedTensorType::get(want, in.getElementType()) << ", got "
+           << out;
+  return success();
+}
+
+SmallVector<int64_t> ShardOp::getGroupMasks(MeshAttr mesh) {
+  SmallVector<int64_t> masks;
+  for (Attribute list : getAxes())
+    masks.push_back(mesh.getGroupMask(
+        llvm::to_vector(cast<ArrayAttr>(list).getAsRange<StringAttr>())));
+  return masks;
+}

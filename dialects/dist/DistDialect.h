@@ -1,0 +1,30 @@
+//===- DistDialect.h - the dist dialect -------------------------*- C++ -*-===//
+
+#ifndef LOOM_DIALECTS_DIST_DISTDIALECT_H
+#define LOOM_DIALECTS_DIST_DISTDIALECT_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "dialects/dist/DistDialect.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "dialects/dist/DistAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/dist/DistOps.h.inc"
+
+namespace loom::dist {
+/// Parses a mesh written as on loomc's command line, `dp=2,tp=4`.
+llvm::FailureOr<MeshAttr>
+parseMeshSpec(mlir::MLIRContext *ctx, llvm::StringRef spec,
+              llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+} // namespace loom::dist
+
+#endif // LOOM_DIALECTS_DIST_DISTDIALECT_H

@@ -1,0 +1,264 @@
+//===- DistOps.td - the dist dialect: meshes, shardings, collectives ------===//
+//
+// Modelled on Shardy (named mesh axes in device order; a sharding as data:
+// per dimension an ordered list of axes, the unreduced axes, open/closed
+// dimensions and priorities), not on MLIR's upstream `shard` dialect.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIST_OPS_TD
+#define LOOM_DIST_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Dist_Dialect : Dialect {
+  let name = "dist";
+  let cppNamespace = "::loom::dist";
+  let summary = "Device meshes, shardings and collectives";
+  let description = [{
+    A `train.model` that runs on several ranks carries its mesh as the
+    discardable attribute `dist.mesh`, a `#dist.mesh` of named axes in device
+    order (outermost first; the last axis's ranks are adjacent devices).
+
+    Before `dist-partition` values have global shapes and carry shardings
+    (`#dist.sharding`, in the discardable attribute `dist.sharding` of their
+    defining op, one per result). After it the body is the program of one
+    rank: shapes are per-rank and values are combined across ranks by the
+    collectives of this dialect, each over a set of mesh axes (the ranks that
+    differ only in those coordinates, in row-major order of them).
+  }];
+  let useDefaultAttributePrinterParser = 1;
+}
+
+def Dist_MeshAttr : AttrDef<Dist_Dialect, "Mesh"> {
+  let mnemonic = "mesh";
+  let summary = "Named mesh axes with their sizes, in device order";
+  let description = [{
+    `#dist.mesh<["dp" = 2, "tp" = 4]>`: eight ranks, the `tp` axis
+    innermost. Axis names are unique and sizes at least 1.
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$names,
+                        ArrayRefParameter<"int64_t">:$sizes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The number of ranks.
+    int64_t getNumRanks() const;
+    /// The index of `axis`, or -1.
+    int64_t getAxisIndex(::llvm::StringRef axis) const;
+    /// The size of `axis` (1 when the mesh has no such axis).
+    int64_t getAxisSize(::llvm::StringRef axis) const;
+    /// The product of the sizes of `axes`.
+    int64_t getGroupSize(::mlir::ArrayRef<::mlir::StringAttr> axes) const;
+    /// The runtime's group of `axes`: a bit mask over the mesh's axes.
+    uint32_t getGroupMask(::mlir::ArrayRef<::mlir::StringAttr> axes) const;
+    /// The mesh of the model that holds `op`, or null.
+    static MeshAttr lookup(::mlir::Operation *op);
+  }];
+}
+
+def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
+  let mnemonic = "sharding";
+  let summary = "How a tensor is spread over the mesh";
+  let description = [{
+    Per dimension, the ordered list of mesh axes that split it (major to
+    minor: `{"dp", "tp"}` splits a dimension of 8 over dp = 2 and tp = 2 into
+    blocks of 2, the block of coordinates (d, t) at 2·d + t). A dimension is
+    closed (propagation leaves it as written) unless it ends in `?`; a
+    priority `pN` orders annotations (0 strongest) when two conflict.
+    `unreduced` lists the axes over which the value is a partial sum: the
+    tensor is the sum of the ranks' values over those axes.
+
+    ```mlir
+    #dist.sharding<[{"dp"}, {}, {?} ]>
+    #dist.sharding<[{}, {"tp"}p0 ], unreduced = {"dp"}>
+    ```
+  }];
+  let parameters = (ins
+    ArrayRefParameter<"::mlir::ArrayAttr">:$dims,
+    ArrayRefParameter<"bool">:$open,
+    ArrayRefParameter<"int64_t">:$priorities,
+    ArrayRefParameter<"::mlir::StringAttr">:$unreduced);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins
+      "::llvm::ArrayRef<::llvm::SmallVector<::mlir::StringAttr>>":$dims,
+      "::llvm::ArrayRef<::mlir::StringAttr>":$unreduced)>
+  ];
+  let extraClassDeclaration = [{
+    int64_t getRank() const { return getDims().size(); }
+    /// The axes of dimension `d`.
+    ::llvm::SmallVector<::mlir::StringAttr> getDimAxes(int64_t d) const;
+    /// Whether no dimension is split and nothing is unreduced.
+    bool isReplicated() const;
+    /// Checks the sharding against a tensor type and a mesh: known axes,
+    /// each used once, dimensions that divide evenly.
+    ::llvm::LogicalResult verifyFor(
+        ::mlir::RankedTensorType type, MeshAttr mesh,
+        ::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError) const;
+    /// The per-rank type of a tensor of `type` sharded so.
+    ::mlir::RankedTensorType getLocalType(::mlir::RankedTensorType type,
+                                          MeshAttr mesh) const;
+  }];
+}
+
+class Dist_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Dist_Dialect, mnemonic, traits>;
+
+class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Dist_Op<mnemonic, traits # [Pure]> {
+  let hasVerifier = 1;
+  code commonDecls = [{
+    /// The group as the runtime's bit mask over the mesh's axes.
+    uint32_t getGroupMask(MeshAttr mesh) {
+      return mesh.getGroupMask(::llvm::to_vector(
+          getAxes().getAsRange<::mlir::StringAttr>()));
+    }
+  }];
+  let extraClassDeclaration = commonDecls;
+}
+
+def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
+  let summary = "Sum (or max) of a tensor over the ranks of mesh axes";
+  let description = [{
+    Every rank of the group over `axes` gets the elementwise reduction of
+    the group's operands: an unreduced value made whole. The runtime's ring
+    sends 2 (N - 1) / N of the tensor's bytes per rank.
+
+    ```mlir
+    %g = dist.all_reduce %partial over ["dp"] : tensor<16x4xf32>
+    %m = dist.all_reduce %x over ["dp", "tp"] max : tensor<f32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes,
+                       UnitAttr:$max);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes (`max` $max^)? attr-dict `:` type($input)
+  }];
+}
+
+def Dist_AllGatherOp : Dist_CollectiveOp<"all_gather"> {
+  let summary = "Concatenate the group's blocks along a dimension";
+  let description = [{
+    The inverse of sharding dimension `dim` over `axes`: each rank's block
+    goes to position (its group rank) of the result, whose `dim` is the
+    group size times the operand's. Each rank sends (N - 1) / N of the
+    result's bytes.
+
+    ```mlir
+    %w = dist.all_gather %w_local over ["tp"] dim 1 : tensor<16x8xf32> -> tensor<16x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes,
+                       I64Attr:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dist_ReduceScatterOp : Dist_CollectiveOp<"reduce_scatter"> {
+  let summary = "Sum over the group, each rank keeping its block of a dimension";
+  let description = [{
+    An unreduced value over `axes` becomes reduced and sharded on `dim` over
+    the same axes: the bytes of half an all-reduce.
+
+    ```mlir
+    %g = dist.reduce_scatter %partial over ["dp"] dim 0 : tensor<16x4xf32> -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes,
+                       I64Attr:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def Dist_AllToAllOp : Dist_CollectiveOp<"all_to_all"> {
+  let summary = "Move the split of a tensor from one dimension to another";
+  let description = [{
+    The operand is split on `split_dim` into group-size blocks; block j goes
+    to group rank j and arrives there concatenated along `concat_dim`: a
+    tensor sharded on `concat_dim` over `axes` becomes sharded on
+    `split_dim`.
+
+    ```mlir
+    %y = dist.all_to_all %x over ["tp"] split 1 concat 0 : tensor<4x8xf32> -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes,
+                       I64Attr:$split_dim, I64Attr:$concat_dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `split` $split_dim `concat` $concat_dim attr-dict `:`
+    type($input) `->` type($result)
+  }];
+}
+
+def Dist_BroadcastOp : Dist_CollectiveOp<"broadcast", [SameOperandsAndResultType]> {
+  let summary = "Every rank of the group gets the root's tensor";
+  let description = [{
+    ```mlir
+    %x = dist.broadcast %y over ["dp"] root 0 : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes,
+                       I64Attr:$root);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `root` $root attr-dict `:` type($input)
+  }];
+}
+
+def Dist_CollectivePermuteOp : Dist_CollectiveOp<"collective_permute", [SameOperandsAndResultType]> {
+  let summary = "Each rank sends its tensor to another rank of the group";
+  let description = [{
+    `pairs` lists (source, target) group ranks; every group rank is a source
+    at most once and a target at most once. A rank that is no target gets
+    zeros.
+
+    ```mlir
+    %y = dist.collective_permute %x over ["pp"] pairs [0, 1, 1, 0] : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes,
+                       DenseI64ArrayAttr:$pairs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `pairs` $pairs attr-dict `:` type($input)
+  }];
+}
+
+def Dist_ShardOp : Dist_Op<"shard", [Pure]> {
+  let summary = "Keep this rank's block of a replicated tensor (no communication)";
+  let description = [{
+    `axes` holds, per dimension, the mesh axes (major to minor) that split
+    it; each rank keeps the block its coordinates on those axes select. Each
+    rank holds the whole operand, so nothing is sent: this is how a
+    replicated value (an input the data loader gives every rank, a
+    replicated activation entering a sharded region) becomes sharded.
+
+    ```mlir
+    %x = dist.shard %tokens axes [["dp"], [] ] : tensor<8x16xi32> -> tensor<4x16xi32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, ArrayAttr:$axes);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `axes` $axes attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Per dimension, the runtime's group of the axes that split it.
+    ::llvm::SmallVector<int64_t> getGroupMasks(MeshAttr mesh);
+  }];
+}
+
+#endif // LOOM_DIST_OPS_TD

@@ -1,0 +1,639 @@
+//===- ShardingRules.cpp - the sharding rule of every train op ------------===//
+//
+// ShardingRuleOpInterface is attached to the ops here, one rule per op kind,
+// so that dist-sharding-propagation and dist-partition never look at op
+// names. A rule maps every dimension to a factor (see ShardingRule.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/train/TrainDialect.h"
+
+using namespace mlir;
+using namespace loom::train;
+
+namespace {
+
+RankedTensorType tensorType(Value v) {
+  return dyn_cast<RankedTensorType>(v.getType());
+}
+
+/// Builds a rule factor by factor.
+struct RuleBuilder {
+  OpShardingRule rule;
+  Operation *op;
+
+  explicit RuleBuilder(Operation *op) : op(op) {
+    rule.operandFactors.resize(op->getNumOperands());
+    rule.resultFactors.resize(op->getNumResults());
+    rule.linearIn.assign(op->getNumOperands(), false);
+  }
+
+  int64_t factor(int64_t size, FactorKind kind = FactorKind::PassThrough) {
+    rule.factorSizes.push_back(size);
+    rule.factorKinds.push_back(kind);
+    return int64_t(rule.factorSizes.size()) - 1;
+  }
+
+  void needReplication(int64_t f) {
+    if (f >= 0)
+      rule.factorKinds[f] = FactorKind::NeedReplication;
+  }
+
+  SmallVector<int64_t> &operand(unsigned i) { return rule.operandFactors[i]; }
+  SmallVector<int64_t> &result(unsigned i) { return rule.resultFactors[i]; }
+
+  /// One factor per dimension of `shape`.
+  SmallVector<int64_t> factors(ArrayRef<int64_t> shape,
+                               FactorKind kind = FactorKind::PassThrough) {
+    SmallVector<int64_t> fs;
+    for (int64_t size : shape)
+      fs.push_back(factor(size, kind));
+    return fs;
+  }
+
+  /// Maps `t` onto `reference` (its factors `refFactors`) aligned from the
+  /// right, as numpy broadcasting does: a dimension of another size (1)
+  /// belongs to no factor.
+  static SmallVector<int64_t> align(RankedTensorType t,
+                                    ArrayRef<int64_t> refShape,
+                                    ArrayRef<int64_t> refFactors) {
+    SmallVector<int64_t> fs;
+    int64_t offset = int64_t(refShape.size()) - t.getRank();
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      int64_t r = d + offset;
+      fs.push_back(r >= 0 && t.getDimSize(d) == refShape[r] ? refFactors[r]
+                                                            : -1);
+    }
+    return fs;
+  }
+
+  /// Every tensor operand and result aligned from the right with the
+  /// tensor `reference`; its last `replicated` dimensions need replication.
+  void elementwise(Value reference, int64_t replicated = 0) {
+    ArrayRef<int64_t> shape = tensorType(reference).getShape();
+    SmallVector<int64_t> fs = factors(shape);
+    for (int64_t i = 0; i < replicated && i < int64_t(fs.size()); ++i)
+      needReplication(fs[fs.size() - 1 - i]);
+    for (OpOperand &o : op->getOpOperands())
+      if (auto t = tensorType(o.get()))
+        operand(o.getOperandNumber()) = align(t, shape, fs);
+    for (OpResult r : op->getResults())
+      if (auto t = tensorType(r))
+        result(r.getResultNumber()) = align(t, shape, fs);
+  }
+
+  void linearIn(std::initializer_list<unsigned> operands) {
+    rule.linearity = Linearity::PerOperand;
+    for (unsigned i : operands)
+      rule.linearIn[i] = true;
+  }
+  void linearInAll() {
+    rule.linearity = Linearity::PerOperand;
+    rule.linearIn.assign(op->getNumOperands(), true);
+  }
+  void additive() { rule.linearity = Linearity::Additive; }
+};
+
+//===----------------------------------------------------------------------===//
+// Rules
+//===----------------------------------------------------------------------===//
+
+OpShardingRule ruleOf(MatmulOp op) {
+  RuleBuilder b(op);
+  RankedTensorType lhs = tensorType(op.getLhs()), rhs = tensorType(op.getRhs());
+  int64_t lr = lhs.getRank(), rr = rhs.getRank();
+  bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
+  SmallVector<int64_t> batch = b.factors(lhs.getShape().drop_back(2));
+  int64_t m = b.factor(lhs.getDimSize(tl ? lr - 1 : lr - 2));
+  int64_t k = b.factor(lhs.getDimSize(tl ? lr - 2 : lr - 1),
+                       FactorKind::Reduction);
+  int64_t n = b.factor(rhs.getDimSize(tr ? rr - 2 : rr - 1));
+  b.operand(0) = batch;
+  b.operand(0).append(tl ? SmallVector<int64_t>{k, m}
+                         : SmallVector<int64_t>{m, k});
+  if (rr > 2)
+    b.operand(1) = batch;
+  b.operand(1).append(tr ? SmallVector<int64_t>{n, k}
+                         : SmallVector<int64_t>{k, n});
+  b.result(0) = batch;
+  b.result(0).append({m, n});
+  b.linearInAll();
+  return b.rule;
+}
+
+template <typename OpT>
+OpShardingRule pointwise(OpT op) {
+  RuleBuilder b(op);
+  b.elementwise(op->getResult(0));
+  return b.rule;
+}
+
+template <typename OpT>
+OpShardingRule linearPointwise(OpT op) {
+  RuleBuilder b(op);
+  b.elementwise(op->getResult(0));
+  b.linearInAll();
+  return b.rule;
+}
+
+OpShardingRule ruleOf(AddOp op) {
+  RuleBuilder b(op);
+  b.elementwise(op.getResult());
+  b.additive();
+  return b.rule;
+}
+OpShardingRule ruleOf(SubOp op) {
+  RuleBuilder b(op);
+  b.elementwise(op.getResult());
+  b.additive();
+  return b.rule;
+}
+OpShardingRule ruleOf(MulOp op) { return linearPointwise(op); }
+OpShardingRule ruleOf(DivOp op) {
+  RuleBuilder b(op);
+  b.elementwise(op.getResult());
+  b.linearIn({0});
+  return b.rule;
+}
+OpShardingRule ruleOf(ScaleOp op) { return linearPointwise(op); }
+OpShardingRule ruleOf(ConvertOp op) { return linearPointwise(op); }
+
+/// The gradient of a pointwise function: linear in `grad`.
+template <typename OpT>
+OpShardingRule pointwiseGrad(OpT op, unsigned grad) {
+  RuleBuilder b(op);
+  b.elementwise(op->getResult(0));
+  b.linearIn({grad});
+  return b.rule;
+}
+
+// The pointwise families share one rule each.
+#define POINTWISE(OP)                                                          \
+  OpShardingRule ruleOf(OP op) { return pointwise(op); }
+#define POINTWISE_GRAD(OP)                                                     \
+  OpShardingRule ruleOf(OP op) { return pointwiseGrad(op, 1); }
+POINTWISE(ReluOp)
+POINTWISE(GeluOp)
+POINTWISE(SiluOp)
+POINTWISE(TanhOp)
+POINTWISE(ExpOp)
+POINTWISE(LogOp)
+POINTWISE(SqrtOp)
+POINTWISE(RsqrtOp)
+POINTWISE_GRAD(ReluGradOp)
+POINTWISE_GRAD(GeluGradOp)
+POINTWISE_GRAD(SiluGradOp)
+POINTWISE_GRAD(TanhGradOp)
+#undef POINTWISE
+#undef POINTWISE_GRAD
+
+OpShardingRule ruleOf(ReduceOp op) {
+  RuleBuilder b(op);
+  RankedTensorType in = tensorType(op.getInput());
+  bool max = op.getKind() == ReduceKind::max;
+  SmallVector<int64_t> fs = b.factors(in.getShape());
+  for (int64_t d : op.getDims())
+    b.rule.factorKinds[fs[d]] =
+        max ? FactorKind::NeedReplication : FactorKind::Reduction;
+  b.operand(0) = fs;
+  for (auto [d, f] : llvm::enumerate(fs))
+    if (!llvm::is_contained(op.getDims(), int64_t(d)))
+      b.result(0).push_back(f);
+  if (!max)
+    b.linearInAll();
+  return b.rule;
+}
+
+OpShardingRule ruleOf(BroadcastOp op) {
+  RuleBuilder b(op);
+  SmallVector<int64_t> fs = b.factors(tensorType(op.getResult()).getShape());
+  b.result(0) = fs;
+  for (int64_t d : op.getDims())
+    b.operand(0).push_back(fs[d]);
+  b.linearInAll();
+  return b.rule;
+}
+
+OpShardingRule ruleOf(SumToOp op) {
+  RuleBuilder b(op);
+  RankedTensorType in = tensorType(op.getInput()),
+                   out = tensorType(op.getResult());
+  SmallVector<int64_t> fs = b.factors(in.getShape(), FactorKind::Reduction);
+  b.operand(0) = fs;
+  int64_t offset = in.getRank() - out.getRank();
+  for (int64_t d = 0; d < out.getRank(); ++d) {
+    bool kept = out.getDimSize(d) == in.getDimSize(d + offset);
+    if (kept)
+      b.rule.factorKinds[fs[d + offset]] = FactorKind::PassThrough;
+    b.result(0).push_back(kept ? fs[d + offset] : -1);
+  }
+  b.linearInAll();
+  return b.rule;
+}
+
+OpShardingRule ruleOf(ReduceMaxGradOp op) {
+  RuleBuilder b(op);
+  RankedTensorType in = tensorType(op.getInput());
+  SmallVector<int64_t> fs = b.factors(in.getShape());
+  SmallVector<int64_t> kept;
+  for (auto [d, f] : llvm::enumerate(fs)) {
+    if (llvm::is_contained(op.getDims(), int64_t(d)))
+      b.needReplication(f);
+    else
+      kept.push_back(f);
+  }
+  b.operand(0) = fs;
+  b.operand(1) = kept;
+  b.operand(2) = kept;
+  b.result(0) = fs;
+  b.linearIn({2});
+  return b.rule;
+}
+
+OpShardingRule ruleOf(SoftmaxOp op) {
+  RuleBuilder b(op);
+  b.elementwise(op.getResult(), 1);
+  return b.rule;
+}
+OpShardingRule ruleOf(SoftmaxGradOp op) {
+  RuleBuilder b(op);
+  b.elementwise(op.getResult(), 1);
+  b.linearIn({1});
+  return b.rule;
+}
+OpShardingRule ruleOf(CausalMaskOp op) {
+  RuleBuilder b(op);
+  b.elementwise(op.getResult(), 2);
+  return b.rule;
+}
+
+/// layer_norm and rms_norm: the normalized (last) dimension is whole.
+template <typename OpT>
+OpShardingRule norm(OpT op) {
+  RuleBuilder b(op);
+  b.elementwise(op.getInput(), 1);
+  return b.rule;
+}
+OpShardingRule ruleOf(LayerNormOp op) { return norm(op); }
+OpShardingRule ruleOf(RmsNormOp op) { return norm(op); }
+
+/// The norms' gradients: the parameter gradients (of the last dimension's
+/// size) sum over the leading dimensions, so they are unreduced over the
+/// axes that shard those.
+template <typename OpT>
+OpShardingRule normGrad(OpT op) {
+  RuleBuilder b(op);
+  b.elementwise(op.getInput(), 1);
+  b.linearIn({op->getNumOperands() - 1});
+  return b.rule;
+}
+OpShardingRule ruleOf(LayerNormGradOp op) { return normGrad(op); }
+OpShardingRule ruleOf(RmsNormGradOp op) { return normGrad(op); }
+
+/// attention and its gradient: [batch, heads, seq, head_dim]; batch and
+/// heads split freely, the sequence and head dimensions are whole.
+template <typename OpT>
+OpShardingRule attention(OpT op) {
+  RuleBuilder b(op);
+  RankedTensorType q = tensorType(op.getQ()), k = tensorType(op.getK());
+  int64_t batch = b.factor(q.getDimSize(0)), heads = b.factor(q.getDimSize(1));
+  int64_t sq = b.factor(q.getDimSize(2), FactorKind::NeedReplication);
+  int64_t sk = b.factor(k.getDimSize(2), FactorKind::NeedReplication);
+  int64_t dh = b.factor(q.getDimSize(3), FactorKind::NeedReplication);
+  SmallVector<int64_t> query{batch, heads, sq, dh}, key{batch, heads, sk, dh};
+  for (OpOperand &o : op->getOpOperands())
+    b.operand(o.getOperandNumber()) = o.getOperandNumber() == 0 ? query : key;
+  if (op->getNumOperands() == 4)
+    b.operand(3) = query;
+  for (OpResult r : op->getResults())
+    b.result(r.getResultNumber()) = r.getResultNumber() == 0 ? query : key;
+  return b.rule;
+}
+OpShardingRule ruleOf(AttentionOp op) { return attention(op); }
+OpShardingRule ruleOf(AttentionGradOp op) {
+  OpShardingRule rule = attention(op);
+  rule.linearity = Linearity::PerOperand;
+  rule.linearIn = {false, false, false, true};
+  return rule;
+}
+
+OpShardingRule ruleOf(EmbeddingOp op) {
+  RuleBuilder b(op);
+  RankedTensorType table = tensorType(op.getTable()),
+                   ids = tensorType(op.getIds());
+  int64_t vocab = b.factor(table.getDimSize(0), FactorKind::NeedReplication);
+  int64_t dim = b.factor(table.getDimSize(1));
+  SmallVector<int64_t> lead = b.factors(ids.getShape());
+  b.operand(0) = {vocab, dim};
+  b.operand(1) = lead;
+  b.result(0) = lead;
+  b.result(0).push_back(dim);
+  b.linearIn({0});
+  return b.rule;
+}
+
+OpShardingRule ruleOf(EmbeddingGradOp op) {
+  RuleBuilder b(op);
+  RankedTensorType ids = tensorType(op.getIds()),
+                   out = tensorType(op.getResult());
+  SmallVector<int64_t> lead = b.factors(ids.getShape(), FactorKind::Reduction);
+  int64_t vocab = b.factor(out.getDimSize(0), FactorKind::NeedReplication);
+  int64_t dim = b.factor(out.getDimSize(1));
+  b.operand(0) = lead;
+  b.operand(1) = lead;
+  b.operand(1).push_back(dim);
+  b.result(0) = {vocab, dim};
+  b.linearIn({1});
+  return b.rule;
+}
+
+/// The labels' dimensions are the logits' leading ones; the classes whole.
+template <typename OpT>
+RuleBuilder crossEntropy(OpT op, FactorKind leadKind) {
+  RuleBuilder b(op);
+  RankedTensorType labels = tensorType(op.getLabels()),
+                   logits = tensorType(op.getLogits());
+  SmallVector<int64_t> lead = b.factors(labels.getShape(), leadKind);
+  int64_t classes = b.factor(logits.getShape().back(),
+                             FactorKind::NeedReplication);
+  b.operand(0) = lead;
+  b.operand(0).push_back(classes);
+  b.operand(1) = lead;
+  return b;
+}
+
+OpShardingRule ruleOf(CrossEntropyOp op) {
+  return crossEntropy(op, FactorKind::Reduction).rule;
+}
+OpShardingRule ruleOf(CrossEntropyGradOp op) {
+  RuleBuilder b = crossEntropy(op, FactorKind::PassThrough);
+  b.result(0) = b.operand(0);
+  b.linearIn({2});
+  return b.rule;
+}
+OpShardingRule ruleOf(LabelCountOp op) {
+  RuleBuilder b(op);
+  b.operand(0) = b.factors(tensorType(op.getLabels()).getShape(),
+                           FactorKind::Reduction);
+  return b.rule;
+}
+
+OpShardingRule ruleOf(DropoutOp op) { return linearPointwise(op); }
+
+/// A reshape splits and merges groups of dimensions whose sizes multiply to
+/// the same number. A dimension that maps to one dimension keeps its factor;
+/// in a group, only the major dimension carries the sharding across (a
+/// block of the merged dimension is a block of its major part), and the
+/// minor ones must be whole.
+OpShardingRule ruleOf(ReshapeOp op) {
+  RuleBuilder b(op);
+  ArrayRef<int64_t> in = tensorType(op.getInput()).getShape();
+  ArrayRef<int64_t> out = tensorType(op.getResult()).getShape();
+  size_t i = 0, o = 0;
+  while (i < in.size() || o < out.size()) {
+    // Size-1 dimensions belong to no group.
+    if (i < in.size() && in[i] == 1) {
+      b.operand(0).push_back(-1);
+      ++i;
+      continue;
+    }
+    if (o < out.size() && out[o] == 1) {
+      b.result(0).push_back(-1);
+      ++o;
+      continue;
+    }
+    if (i >= in.size() || o >= out.size())
+      break;
+    int64_t major = b.factor(std::min(in[i], out[o]));
+    int64_t pi = in[i], po = out[o];
+    bool single = pi == po;
+    b.operand(0).push_back(pi == std::min(pi, po) || single ? major : -1);
+    b.result(0).push_back(po == std::min(pi, po) || single ? major : -1);
+    if (!single) {
+      // The group's larger side maps to the major factor too; the
+      // remaining dimensions of the group must stay whole.
+      if (pi > po)
+        b.operand(0).back() = major;
+      else
+        b.result(0).back() = major;
+    }
+    ++i;
+    ++o;
+    while (pi != po) {
+      if (pi < po) {
+        pi *= in[i];
+        b.operand(0).push_back(b.factor(in[i], FactorKind::NeedReplication));
+        ++i;
+      } else {
+        po *= out[o];
+        b.result(0).push_back(b.factor(out[o], FactorKind::NeedReplication));
+        ++o;
+      }
+    }
+  }
+  b.linearInAll();
+  return b.rule;
+}
+
+OpShardingRule ruleOf(TransposeOp op) {
+  RuleBuilder b(op);
+  SmallVector<int64_t> fs = b.factors(tensorType(op.getInput()).getShape());
+  b.operand(0) = fs;
+  for (int64_t p : op.getPermutation())
+    b.result(0).push_back(fs[p]);
+  b.linearInAll();
+  return b.rule;
+}
+
+OpShardingRule ruleOf(SliceOp op) {
+  RuleBuilder b(op);
+  RankedTensorType in = tensorType(op.getInput());
+  b.elementwise(op.getInput());
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (op.getSizes()[d] != in.getDimSize(d))
+      b.operand(0)[d] = b.result(0)[d] =
+          b.factor(in.getDimSize(d), FactorKind::NeedReplication);
+  b.linearInAll();
+  return b.rule;
+}
+
+OpShardingRule ruleOf(PadOp op) {
+  RuleBuilder b(op);
+  RankedTensorType in = tensorType(op.getInput());
+  b.elementwise(op.getResult());
+  for (int64_t d = 0; d < in.getRank(); ++d)
+    if (op.getLow()[d] || op.getHigh()[d]) {
+      b.operand(0)[d] = b.factor(in.getDimSize(d), FactorKind::NeedReplication);
+      b.result(0)[d] = b.factor(tensorType(op.getResult()).getDimSize(d),
+                                FactorKind::NeedReplication);
+    }
+  b.linearInAll();
+  return b.rule;
+}
+
+OpShardingRule ruleOf(ConcatOp op) {
+  RuleBuilder b(op);
+  RankedTensorType out = tensorType(op.getResult());
+  SmallVector<int64_t> fs = b.factors(out.getShape());
+  for (OpOperand &o : op->getOpOperands()) {
+    SmallVector<int64_t> own = fs;
+    own[op.getAxis()] = b.factor(tensorType(o.get()).getDimSize(op.getAxis()),
+                                 FactorKind::NeedReplication);
+    b.operand(o.getOperandNumber()) = own;
+  }
+  b.needReplication(fs[op.getAxis()]);
+  b.result(0) = fs;
+  b.additive();
+  return b.rule;
+}
+
+/// Scalars: nothing to shard.
+template <typename OpT>
+OpShardingRule scalar(OpT op) {
+  return RuleBuilder(op).rule;
+}
+OpShardingRule ruleOf(LrScheduleOp op) { return scalar(op); }
+OpShardingRule ruleOf(ClipFactorOp op) { return scalar(op); }
+
+/// The global norm needs whole gradients: a sharded norm would need its
+/// squares summed across ranks before the square root.
+OpShardingRule ruleOf(GlobalNormOp op) {
+  RuleBuilder b(op);
+  for (OpOperand &o : op->getOpOperands())
+    b.operand(o.getOperandNumber()) = b.factors(
+        tensorType(o.get()).getShape(), FactorKind::NeedReplication);
+  return b.rule;
+}
+
+OpShardingRule ruleOf(SGDUpdateOp op) { return pointwise(op); }
+OpShardingRule ruleOf(AdamWUpdateOp op) { return pointwise(op); }
+
+//===----------------------------------------------------------------------===//
+// Localization: ops whose local computation differs from the global one
+//===----------------------------------------------------------------------===//
+
+/// The axes that shard the dimensions of operand `operand`.
+SmallVector<StringAttr> axesOf(const LocalizeContext &ctx, unsigned operand) {
+  SmallVector<StringAttr> axes;
+  for (int64_t f : ctx.rule.operandFactors[operand])
+    if (f >= 0)
+      axes.append(ctx.factorAxes[f].begin(), ctx.factorAxes[f].end());
+  return axes;
+}
+
+/// A cross-entropy over a rank's block of the positions is the mean over
+/// that block's labelled tokens; weighted by the block's share of all the
+/// labelled tokens, the ranks' values sum to the mean over all of them.
+template <typename OpT>
+Value labelShare(OpT op, OpBuilder &b, const LocalizeContext &ctx,
+                 ArrayRef<StringAttr> axes) {
+  Location loc = op.getLoc();
+  Value count = LabelCountOp::create(b, loc, op.getLabels(),
+                                     op.getIgnoreIndexAttr());
+  Value total = ctx.allReduce(b, loc, count, axes);
+  return DivOp::create(b, loc, count, total);
+}
+
+LogicalResult localize(CrossEntropyOp op, OpBuilder &b,
+                       const LocalizeContext &ctx) {
+  SmallVector<StringAttr> axes = axesOf(ctx, 1);
+  if (axes.empty())
+    return success();
+  Value share = labelShare(op, b, ctx, axes);
+  auto weighted = MulOp::create(b, op.getLoc(), op.getResult(), share);
+  op.getResult().replaceAllUsesExcept(weighted, weighted);
+  return success();
+}
+
+LogicalResult localize(CrossEntropyGradOp op, OpBuilder &b,
+                       const LocalizeContext &ctx) {
+  SmallVector<StringAttr> axes = axesOf(ctx, 1);
+  if (axes.empty())
+    return success();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(op);
+  Value share = labelShare(op, b, ctx, axes);
+  op.getGradMutable().assign(
+      MulOp::create(b, op.getLoc(), op.getGrad(), share));
+  return success();
+}
+
+/// A mean over a sharded dimension is the local mean divided by the
+/// number of blocks (the blocks are equal).
+LogicalResult localize(ReduceOp op, OpBuilder &b, const LocalizeContext &ctx) {
+  if (op.getKind() != ReduceKind::mean)
+    return success();
+  int64_t blocks = 1;
+  for (int64_t d : op.getDims())
+    blocks *= ctx.groupSize(ctx.factorAxes[ctx.rule.operandFactors[0][d]]);
+  if (blocks == 1)
+    return success();
+  auto scaled = ScaleOp::create(b, op.getLoc(), op.getResult(),
+                                b.getF64FloatAttr(1.0 / double(blocks)));
+  op.getResult().replaceAllUsesExcept(scaled, scaled);
+  return success();
+}
+
+/// The mask is keyed by the element's index in the whole tensor.
+LogicalResult localize(DropoutOp op, OpBuilder &b, const LocalizeContext &ctx) {
+  SmallVector<int64_t> groups;
+  bool sharded = false;
+  for (int64_t f : ctx.rule.resultFactors[0]) {
+    int64_t mask = ctx.groupMask(ctx.factorAxes[f]);
+    if (mask < 0)
+      return op.emitOpError("is sharded over axes ")
+             << ctx.factorAxes[f].size()
+             << " not in mesh order; its mask cannot be keyed by global "
+                "indices";
+    sharded |= mask != 0;
+    groups.push_back(mask);
+  }
+  if (!sharded)
+    return success();
+  op.setGlobalShape(cast<RankedTensorType>(ctx.globalResultTypes[0]).getShape());
+  op.setShardGroups(groups);
+  return success();
+}
+
+/// A slice keeps whole the dimensions it cuts; the others are the block's.
+LogicalResult localize(SliceOp op, OpBuilder &, const LocalizeContext &) {
+  op.setSizes(tensorType(op.getResult()).getShape());
+  return success();
+}
+
+template <typename OpT>
+LogicalResult localize(OpT, OpBuilder &, const LocalizeContext &) {
+  return success();
+}
+
+template <typename OpT>
+struct RuleModel
+    : public ShardingRuleOpInterface::ExternalModel<RuleModel<OpT>, OpT> {
+  OpShardingRule getShardingRule(Operation *op) const {
+    return ruleOf(cast<OpT>(op));
+  }
+  LogicalResult localize(Operation *op, OpBuilder &b,
+                         const LocalizeContext &ctx) const {
+    return ::localize(cast<OpT>(op), b, ctx);
+  }
+};
+
+template <typename... OpTs>
+void attach(MLIRContext *ctx) {
+  (OpTs::template attachInterface<RuleModel<OpTs>>(*ctx), ...);
+}
+
+} // namespace
+
+
+void loom::train::attachShardingRules(MLIRContext *ctx) {
+  attach<MatmulOp, AddOp, SubOp, MulOp, DivOp, ReluOp, GeluOp, SiluOp, TanhOp,
+         ExpOp, LogOp, SqrtOp, RsqrtOp, ScaleOp, ConvertOp, ReduceOp,
+         BroadcastOp, SumToOp, ReduceMaxGradOp, SoftmaxOp, SoftmaxGradOp,
+         LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, AttentionOp,
+         CausalMaskOp, AttentionGradOp, EmbeddingOp, EmbeddingGradOp,
+         CrossEntropyOp, CrossEntropyGradOp, LabelCountOp, DropoutOp,
+         ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp, LrScheduleOp,
+         GlobalNormOp, ClipFactorOp, SGDUpdateOp, AdamWUpdateOp, ReluGradOp,
+         GeluGradOp, SiluGradOp, TanhGradOp>(ctx);
+}

@@ -1,0 +1,346 @@
+//===- Partition.cpp - dist-partition --------------------------------------===//
+
+#include "passes/Passes.h"
+#include "passes/Sharding.h"
+
+namespace loom {
+#define GEN_PASS_DEF_DISTPARTITION
+#include "passes/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::sharding;
+using namespace loom::train;
+
+namespace {
+
+struct Partitioner {
+  ModelOp model;
+  dist::MeshAttr mesh;
+  MLIRContext *ctx;
+  int64_t shards = 0, gathers = 0;
+
+  /// How each value of the rank program is split now.
+  DenseMap<Value, SmallVector<Axes>> held;
+  /// One reshard per (value, wanted split), shared by its uses.
+  DenseMap<std::pair<Value, Attribute>, Value> reshards;
+
+  Partitioner(ModelOp model, dist::MeshAttr mesh)
+      : model(model), mesh(mesh), ctx(model.getContext()) {}
+
+  SmallVector<Axes> recorded(Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    dist::ShardingAttr s = getSharding(v);
+    SmallVector<Axes> dims(type.getRank());
+    if (s && s.getRank() == type.getRank())
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        dims[d] = s.getDimAxes(d);
+    return dims;
+  }
+
+  RankedTensorType localType(RankedTensorType type, ArrayRef<Axes> dims) {
+    SmallVector<int64_t> shape(type.getShape());
+    for (auto [d, axes] : llvm::enumerate(dims))
+      shape[d] /= mesh.getGroupSize(axes);
+    return RankedTensorType::get(shape, type.getElementType());
+  }
+
+  ArrayAttr axesAttr(ArrayRef<Axes> dims) {
+    SmallVector<Attribute> lists;
+    for (const Axes &axes : dims)
+      lists.push_back(ArrayAttr::get(
+          ctx, SmallVector<Attribute>(axes.begin(), axes.end())));
+    return ArrayAttr::get(ctx, lists);
+  }
+
+  /// Sets `v`'s type to its local type under `dims`.
+  LogicalResult localize(Value v, ArrayRef<Axes> dims, Location loc) {
+    auto type = cast<RankedTensorType>(v.getType());
+    for (auto [d, axes] : llvm::enumerate(dims))
+      if (type.getDimSize(d) % mesh.getGroupSize(axes) != 0)
+        return emitError(loc) << "dimension " << d << " of " << type
+                              << " does not divide over " << axesAttr(axes)
+                              << " (" << mesh.getGroupSize(axes)
+                              << " ranks); shard another dimension or pad it";
+    v.setType(localType(type, dims));
+    held[v] = SmallVector<Axes>(dims.begin(), dims.end());
+    return success();
+  }
+
+  /// `v` (split as `held[v]`) split as `want`.
+  FailureOr<Value> reshard(Value v, ArrayRef<Axes> want, Location loc) {
+    SmallVector<Axes> have = held.lookup(v);
+    if (have.empty())
+      have.resize(want.size());
+    if (ArrayRef<Axes>(have) == want)
+      return v;
+    Attribute key = axesAttr(want);
+    if (Value done = reshards.lookup({v, key}))
+      return done;
+    OpBuilder b(ctx);
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      b.setInsertionPointToStart(arg.getOwner());
+    else
+      b.setInsertionPointAfter(v.getDefiningOp());
+    Value cur = v;
+    // Gather the axes a dimension loses, innermost first.
+    for (int64_t d = 0, e = want.size(); d < e; ++d) {
+      size_t keep = isPrefix(have[d], want[d]) ? have[d].size()
+                    : isPrefix(want[d], have[d]) ? want[d].size()
+                                                 : 0;
+      while (have[d].size() > keep) {
+        StringAttr axis = have[d].pop_back_val();
+        auto type = cast<RankedTensorType>(cur.getType());
+        SmallVector<int64_t> shape(type.getShape());
+        shape[d] *= mesh.getAxisSize(axis.getValue());
+        cur = dist::AllGatherOp::create(
+            b, loc, RankedTensorType::get(shape, type.getElementType()), cur,
+            b.getStrArrayAttr({axis.getValue()}), b.getI64IntegerAttr(d));
+        ++gathers;
+      }
+    }
+    // Take the block of the axes a dimension gains.
+    SmallVector<Axes> extra(want.size());
+    bool any = false;
+    for (int64_t d = 0, e = want.size(); d < e; ++d) {
+      extra[d].assign(want[d].begin() + have[d].size(), want[d].end());
+      any |= !extra[d].empty();
+    }
+    if (any) {
+      cur = dist::ShardOp::create(
+          b, loc,
+          localType(cast<RankedTensorType>(cur.getType()), extra), cur,
+          axesAttr(extra));
+      ++shards;
+    }
+    held[cur] = SmallVector<Axes>(want.begin(), want.end());
+    reshards[{v, key}] = cur;
+    return cur;
+  }
+
+  LogicalResult use(OpOperand &operand, ArrayRef<Axes> want) {
+    Value v = operand.get();
+    if (!isa<RankedTensorType>(v.getType()))
+      return success();
+    FailureOr<Value> r = reshard(v, want, operand.getOwner()->getLoc());
+    if (failed(r))
+      return failure();
+    operand.set(*r);
+    return success();
+  }
+
+  /// Every op's rule, taken from the global program before any change.
+  DenseMap<Operation *, OpShardingRule> rules;
+
+  LogicalResult partitionRuleOp(ShardingRuleOpInterface op) {
+    const OpShardingRule &rule = rules[op];
+    SmallVector<SmallVector<Axes>> operandDims, resultDims;
+    for (Value v : op->getOperands())
+      operandDims.push_back(isa<RankedTensorType>(v.getType())
+                                ? held.lookup(v)
+                                : SmallVector<Axes>());
+    for (Value v : op->getResults())
+      resultDims.push_back(recorded(v));
+    SmallVector<const SmallVector<Axes> *> operandPtrs, resultPtrs;
+    for (auto &d : operandDims)
+      operandPtrs.push_back(&d);
+    for (auto &d : resultDims)
+      resultPtrs.push_back(&d);
+    unsigned numOperands = op->getNumOperands();
+    // The results' shardings are the decision; operands follow them.
+    SmallVector<Axes> axes =
+        factorAxes(rule, operandPtrs, resultPtrs,
+                   [&](unsigned t, int64_t) { return t >= numOperands; });
+    for (OpOperand &o : op->getOpOperands()) {
+      ArrayRef<int64_t> fs = rule.operandFactors[o.getOperandNumber()];
+      if (!isa<RankedTensorType>(o.get().getType()))
+        continue;
+      SmallVector<Axes> want(fs.size());
+      for (auto [d, f] : llvm::enumerate(fs))
+        if (f >= 0)
+          want[d] = axes[f];
+      if (failed(use(o, want)))
+        return failure();
+    }
+    SmallVector<Type> globalTypes(op->getResultTypes());
+    for (auto [r, fs, dims] :
+         llvm::zip(op->getResults(), rule.resultFactors, resultDims)) {
+      // The op computes its results split as its factors say; where the
+      // recorded sharding differs (an annotation on a dimension the rule
+      // keeps whole), the result is resharded for its uses.
+      SmallVector<Axes> computed(dims.size());
+      for (auto [d, f] : llvm::enumerate(fs))
+        if (f >= 0)
+          computed[d] = axes[f];
+      SmallVector<OpOperand *> uses;
+      for (OpOperand &u : r.getUses())
+        uses.push_back(&u);
+      if (failed(localize(r, computed, op.getLoc())))
+        return failure();
+      FailureOr<Value> resharded = reshard(r, dims, op.getLoc());
+      if (failed(resharded))
+        return failure();
+      for (OpOperand *u : uses)
+        u->set(*resharded);
+    }
+    LocalizeContext context{
+        rule, axes, globalTypes,
+        [&](ArrayRef<StringAttr> a) { return mesh.getGroupSize(a); },
+        [&](ArrayRef<StringAttr> a) -> int64_t {
+          int64_t last = -1;
+          for (StringAttr axis : a) {
+            int64_t i = mesh.getAxisIndex(axis.getValue());
+            if (i <= last)
+              return -1;
+            last = i;
+          }
+          return mesh.getGroupMask(a);
+        },
+        [&](OpBuilder &b, Location loc, Value v,
+            ArrayRef<StringAttr> a) -> Value {
+          SmallVector<StringRef> names;
+          for (StringAttr axis : a)
+            names.push_back(axis.getValue());
+          return dist::AllReduceOp::create(b, loc, v,
+                                           b.getStrArrayAttr(names), false);
+        }};
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    return op.localize(b, context);
+  }
+
+  LogicalResult partitionRepeat(RepeatOp repeat) {
+    Block &body = repeat.getBodyBlock();
+    for (BlockArgument arg : body.getArguments().drop_front())
+      if (failed(localize(arg, recorded(arg), repeat.getLoc())))
+        return failure();
+    size_t numCarries = repeat.getCarries().size();
+    auto argDims = [&](unsigned i) { return held.lookup(body.getArgument(i)); };
+    auto withLead = [](SmallVector<Axes> dims) {
+      dims.insert(dims.begin(), Axes{});
+      return dims;
+    };
+    unsigned next = 1;
+    for (OpOperand &o : repeat.getCarriesMutable())
+      if (failed(use(o, argDims(next++))))
+        return failure();
+    for (OpOperand &o : repeat.getStackedMutable())
+      if (failed(use(o, withLead(argDims(next++)))))
+        return failure();
+    for (OpOperand &o : repeat.getInvariantsMutable())
+      if (failed(use(o, argDims(next++))))
+        return failure();
+    if (failed(partitionBlock(body)))
+      return failure();
+    YieldOp yield = repeat.getYield();
+    for (auto [i, o] : llvm::enumerate(yield.getCarriesMutable()))
+      if (failed(use(o, argDims(1 + i))))
+        return failure();
+    for (auto [result, o] :
+         llvm::zip(repeat.getStackedResults(), yield.getStackedMutable())) {
+      SmallVector<Axes> dims = recorded(result);
+      if (failed(use(o, ArrayRef<Axes>(dims).drop_front())))
+        return failure();
+    }
+    for (auto [i, r] : llvm::enumerate(repeat.getCarryResults()))
+      if (failed(localize(r, argDims(1 + i), repeat.getLoc())))
+        return failure();
+    for (Value r : repeat.getStackedResults())
+      if (failed(localize(r, recorded(r), repeat.getLoc())))
+        return failure();
+    return success();
+  }
+
+  LogicalResult partitionBlock(Block &block) {
+    for (Operation &op : llvm::make_early_inc_range(block)) {
+      if (isa<ParamOp, InputOp, StateOp, IterationOp, dist::ShardOp>(op))
+        continue;
+      if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
+        if (failed(localize(reduce.getResult(), recorded(reduce.getResult()),
+                            reduce.getLoc())))
+          return failure();
+        continue;
+      }
+      if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+        auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
+        if (!dense || !dense.isSplat())
+          return op.emitOpError("only splat constants can be partitioned");
+        if (failed(localize(constant.getResult(),
+                            recorded(constant.getResult()), op.getLoc())))
+          return failure();
+        constant.setValueAttr(dense.resizeSplat(
+            cast<ShapedType>(constant.getResult().getType())));
+        continue;
+      }
+      if (auto repeat = dyn_cast<RepeatOp>(op)) {
+        if (failed(partitionRepeat(repeat)))
+          return failure();
+        continue;
+      }
+      if (isa<YieldOp>(op))
+        continue;
+      if (auto output = dyn_cast<OutputOp>(op)) {
+        // The runtime holds whole tensors: the loss and the updates.
+        for (OpOperand &o : output->getOpOperands()) {
+          auto type = cast<RankedTensorType>(o.get().getType());
+          if (failed(use(o, SmallVector<Axes>(type.getRank()))))
+            return failure();
+        }
+        continue;
+      }
+      auto rule = dyn_cast<ShardingRuleOpInterface>(op);
+      if (!rule)
+        return op.emitOpError("has no sharding rule, so it cannot be "
+                              "partitioned");
+      if (failed(partitionRuleOp(rule)))
+        return failure();
+    }
+    return success();
+  }
+
+  LogicalResult run() {
+    model.walk([&](ShardingRuleOpInterface op) {
+      rules[op] = op.getShardingRule();
+    });
+    Block &body = model.getBody().front();
+    // What the runtime stores is whole; a sharded use takes its block.
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      if (!isa<ParamOp, InputOp, StateOp, IterationOp>(op))
+        continue;
+      Value v = op.getResult(0);
+      SmallVector<Axes> dims = recorded(v);
+      held[v] = SmallVector<Axes>(dims.size());
+      if (failed(reshard(v, dims, op.getLoc())))
+        return failure();
+      Value local = reshards.lookup({v, axesAttr(dims)});
+      if (local && local != v)
+        v.replaceAllUsesExcept(local, local.getDefiningOp());
+    }
+    if (failed(partitionBlock(body)))
+      return failure();
+    model.walk([&](Operation *op) {
+      op->removeAttr(kShardingAttr);
+      op->removeAttr(kArgShardingsAttr);
+    });
+    return success();
+  }
+};
+
+struct DistPartitionPass
+    : public loom::impl::DistPartitionBase<DistPartitionPass> {
+  void runOnOperation() override {
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      auto mesh = model->getAttrOfType<dist::MeshAttr>("dist.mesh");
+      if (!mesh)
+        continue;
+      Partitioner p(model, mesh);
+      if (failed(p.run()))
+        return signalPassFailure();
+      numShards += p.shards;
+      numGathers += p.gathers;
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,494 @@
+//===- ShardingPropagation.cpp - dist-sharding-propagation -----------------===//
+
+#include "passes/Passes.h"
+#include "passes/Sharding.h"
+
+namespace loom {
+#define GEN_PASS_DEF_DISTSHARDINGPROPAGATION
+#include "passes/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::sharding;
+using namespace loom::train;
+
+namespace {
+
+bool isZeroSplat(Value v) {
+  auto constant = v.getDefiningOp<arith::ConstantOp>();
+  auto dense = constant ? dyn_cast<DenseFPElementsAttr>(constant.getValue())
+                        : DenseFPElementsAttr();
+  return dense && dense.isSplat() && dense.getSplatValue<APFloat>().isZero();
+}
+
+struct Propagation {
+  ModelOp model;
+  dist::MeshAttr mesh;
+  Propagation(ModelOp model, dist::MeshAttr mesh) : model(model), mesh(mesh) {}
+  int64_t conflicts = 0, sweeps = 0, reductions = 0;
+
+  struct State {
+    SmallVector<Axes> dims;
+    SmallVector<bool> frozen;
+  };
+  DenseMap<Value, State> states;
+  SmallVector<Value> order; // every tracked value, in program order
+
+  bool tracked(Value v) { return states.count(v); }
+
+  void track(Value v) {
+    auto t = dyn_cast<RankedTensorType>(v.getType());
+    if (!t || states.count(v))
+      return;
+    State &s = states[v];
+    s.dims.resize(t.getRank());
+    s.frozen.assign(t.getRank(), false);
+    order.push_back(v);
+  }
+
+  /// Whether `axes` can shard dimension `d` of `v`: known, unused by its
+  /// other dimensions, and dividing it.
+  bool fits(Value v, int64_t d, ArrayRef<StringAttr> axes) {
+    State &s = states[v];
+    for (auto [i, other] : llvm::enumerate(s.dims))
+      if (int64_t(i) != d)
+        for (StringAttr a : axes)
+          if (llvm::is_contained(other, a))
+            return false;
+    int64_t size = cast<RankedTensorType>(v.getType()).getDimSize(d);
+    return size % mesh.getGroupSize(axes) == 0;
+  }
+
+  /// Grows dimension `d` of `v` to `axes` when they extend what it has.
+  bool offer(Value v, int64_t d, ArrayRef<StringAttr> axes) {
+    State &s = states[v];
+    if (s.frozen[d] || axes.size() <= s.dims[d].size() ||
+        !isPrefix(s.dims[d], axes) || !fits(v, d, axes))
+      return false;
+    s.dims[d].assign(axes.begin(), axes.end());
+    return true;
+  }
+
+  LogicalResult annotate(Value v, dist::ShardingAttr sharding, Operation *at) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (failed(sharding.verifyFor(type, mesh,
+                                  [&] { return at->emitOpError(); })))
+      return failure();
+    if (!sharding.getUnreduced().empty())
+      return at->emitOpError("annotation ")
+             << sharding
+             << " has unreduced axes; annotate how a value is split, the "
+                "partial sums follow from the ops";
+    State &s = states[v];
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      s.dims[d] = sharding.getDimAxes(d);
+      s.frozen[d] = !sharding.getOpen()[d];
+    }
+    return success();
+  }
+
+  /// The `dp` starting point: the batch (leading) dimension of every
+  /// input over `dp`. Where train-grad-accumulation split the batch into
+  /// [micro-batches, rows], the rows are split instead, so every rank takes
+  /// part in every micro-batch.
+  void presetDataParallel() {
+    if (mesh.getAxisIndex("dp") < 0)
+      return;
+    Axes dp{StringAttr::get(model.getContext(), "dp")};
+    for (InputOp input : model.getBody().front().getOps<InputOp>()) {
+      auto type = cast<RankedTensorType>(input.getType());
+      if (type.getRank() == 0)
+        continue;
+      bool split = false;
+      for (Operation *user : input->getUsers()) {
+        auto reshape = dyn_cast<ReshapeOp>(user);
+        if (!reshape)
+          continue;
+        auto out = cast<RankedTensorType>(reshape.getType());
+        if (out.getRank() == type.getRank() + 1 &&
+            out.getShape().drop_front(2) == type.getShape().drop_front() &&
+            out.getDimSize(0) * out.getDimSize(1) == type.getDimSize(0)) {
+          split = true;
+          offer(reshape.getResult(), 1, dp);
+        }
+      }
+      if (!split)
+        offer(input.getResult(), 0, dp);
+    }
+  }
+
+  bool propagateOp(ShardingRuleOpInterface op) {
+    OpShardingRule rule = op.getShardingRule();
+    SmallVector<Value> tensors;
+    SmallVector<const SmallVector<Axes> *> operandDims, resultDims;
+    for (Value v : op->getOperands()) {
+      tensors.push_back(v);
+      operandDims.push_back(tracked(v) ? &states[v].dims : nullptr);
+    }
+    for (Value v : op->getResults()) {
+      tensors.push_back(v);
+      resultDims.push_back(tracked(v) ? &states[v].dims : nullptr);
+    }
+    SmallVector<Axes> axes = factorAxes(
+        rule, operandDims, resultDims,
+        [&](unsigned t, int64_t d) {
+          return tracked(tensors[t]) && states[tensors[t]].frozen[d];
+        },
+        &conflicts);
+    bool changed = false;
+    auto push = [&](Value v, ArrayRef<int64_t> fs) {
+      if (!tracked(v))
+        return;
+      for (auto [d, f] : llvm::enumerate(fs))
+        if (f >= 0)
+          changed |= offer(v, int64_t(d), axes[f]);
+    };
+    for (auto [v, fs] : llvm::zip(op->getOperands(), rule.operandFactors))
+      push(v, fs);
+    for (auto [v, fs] : llvm::zip(op->getResults(), rule.resultFactors))
+      push(v, fs);
+    return changed;
+  }
+
+  /// A repeat's operands, block arguments, yields and results that are the
+  /// same value seen from outside and inside share their sharding (but for
+  /// a stacked value's leading dimension, which stays whole).
+  bool propagateRepeat(RepeatOp repeat) {
+    bool changed = false;
+    for (const RepeatLink &link : repeatLinks(repeat)) {
+      if (!tracked(link.outer) || !tracked(link.inner))
+        continue;
+      int64_t shift = link.stacked ? 1 : 0;
+      State &outer = states[link.outer];
+      for (int64_t d = 0, e = states[link.inner].dims.size(); d < e; ++d) {
+        Axes from = outer.dims[d + shift];
+        changed |= offer(link.inner, d, from);
+        Axes back = states[link.inner].dims[d];
+        changed |= offer(link.outer, d + shift, back);
+      }
+    }
+    return changed;
+  }
+
+  bool sweep(bool forward) {
+    SmallVector<Operation *> ops;
+    model.walk<WalkOrder::PreOrder>([&](Operation *op) { ops.push_back(op); });
+    if (!forward)
+      std::reverse(ops.begin(), ops.end());
+    bool changed = false;
+    for (Operation *op : ops) {
+      if (auto rule = dyn_cast<ShardingRuleOpInterface>(op))
+        changed |= propagateOp(rule);
+      else if (auto repeat = dyn_cast<RepeatOp>(op))
+        changed |= propagateRepeat(repeat);
+    }
+    return changed;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Partial sums
+  //===--------------------------------------------------------------------===//
+
+  /// Unreduced axes per value; a missing entry for a zero constant means
+  /// "any" (zeros are a partial sum over any axes).
+  DenseMap<Value, Axes> unreduced;
+  DenseSet<Value> flexible;
+  /// Values that some use needs whole: reduced right after their definition.
+  SetVector<Value> mustReduce;
+  bool forcedMore = false;
+
+  std::optional<Axes> effective(Value v) {
+    if (mustReduce.contains(v))
+      return Axes{};
+    if (flexible.contains(v))
+      return std::nullopt;
+    return unreduced.lookup(v);
+  }
+
+  void force(Value v) {
+    if (mustReduce.insert(v))
+      forcedMore = true;
+  }
+
+  void forceAllPartial(Operation *op) {
+    for (Value v : op->getOperands())
+      if (auto u = effective(v); u && !u->empty())
+        force(v);
+  }
+
+  void partialOp(ShardingRuleOpInterface op) {
+    OpShardingRule rule = op.getShardingRule();
+    SmallVector<const SmallVector<Axes> *> operandDims, resultDims;
+    for (Value v : op->getOperands())
+      operandDims.push_back(tracked(v) ? &states[v].dims : nullptr);
+    for (Value v : op->getResults())
+      resultDims.push_back(tracked(v) ? &states[v].dims : nullptr);
+    SmallVector<Axes> axes = factorAxes(rule, operandDims, resultDims,
+                                        [](unsigned, int64_t) { return false; });
+    std::optional<Axes> passed = Axes{};
+    switch (rule.linearity) {
+    case Linearity::None:
+      forceAllPartial(op);
+      break;
+    case Linearity::PerOperand: {
+      bool kept = false;
+      for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+        std::optional<Axes> u = effective(v);
+        if (!u || u->empty())
+          continue;
+        if (rule.linearIn[i] && !kept) {
+          kept = true;
+          passed = *u;
+        } else {
+          force(v);
+        }
+      }
+      break;
+    }
+    case Linearity::Additive: {
+      std::optional<Axes> common;
+      bool agree = true;
+      for (Value v : op->getOperands()) {
+        std::optional<Axes> u = effective(v);
+        if (!u)
+          continue;
+        if (common && *common != *u)
+          agree = false;
+        common = u;
+      }
+      if (agree) {
+        passed = common;
+      } else {
+        forceAllPartial(op);
+        passed = Axes{};
+      }
+      break;
+    }
+    }
+    for (OpResult r : op->getResults()) {
+      if (!tracked(r))
+        continue;
+      if (!passed) {
+        flexible.insert(r);
+        continue;
+      }
+      Axes u = *passed;
+      for (StringAttr a : reductionAxes(rule, axes, r.getResultNumber()))
+        if (!llvm::is_contained(u, a))
+          u.push_back(a);
+      // A value cannot be split and unreduced over one axis: the partial
+      // operand is reduced first.
+      bool clash = llvm::any_of(states[r].dims, [&](const Axes &dim) {
+        return llvm::any_of(dim, [&](StringAttr a) {
+          return llvm::is_contained(*passed, a);
+        });
+      });
+      if (clash) {
+        forceAllPartial(op);
+        continue;
+      }
+      unreduced[r] = u;
+    }
+  }
+
+  void partialRepeat(RepeatOp repeat) {
+    Block &body = repeat.getBodyBlock();
+    YieldOp yield = repeat.getYield();
+    size_t numCarries = repeat.getCarries().size();
+    auto setFrom = [&](Value to, std::optional<Axes> u) {
+      if (u) {
+        unreduced[to] = *u;
+        flexible.erase(to);
+      } else {
+        flexible.insert(to);
+      }
+    };
+    for (auto [s, operand] : llvm::enumerate(repeat.getStacked()))
+      setFrom(body.getArgument(1 + numCarries + s), effective(operand));
+    for (auto [j, operand] : llvm::enumerate(repeat.getInvariants()))
+      setFrom(body.getArgument(1 + numCarries + repeat.getStacked().size() + j),
+              effective(operand));
+    for (auto [i, init] : llvm::enumerate(repeat.getCarries()))
+      setFrom(body.getArgument(1 + i), effective(init));
+    // A carry that starts as zeros takes the partial state its body gives
+    // it (gradient accumulators stay unreduced across micro-batches).
+    for (int round = 0; round < 3; ++round) {
+      partialBlock(body);
+      bool again = false;
+      for (size_t i = 0; i < numCarries; ++i) {
+        Value arg = body.getArgument(1 + i);
+        std::optional<Axes> next = effective(yield.getCarries()[i]);
+        std::optional<Axes> have = effective(arg);
+        if (!next || (have && *have == *next))
+          continue;
+        if (!have) {
+          setFrom(arg, next);
+          again = true;
+        } else {
+          force(yield.getCarries()[i]);
+        }
+      }
+      if (!again)
+        break;
+    }
+    for (size_t i = 0; i < numCarries; ++i)
+      setFrom(repeat.getCarryResults()[i], effective(body.getArgument(1 + i)));
+    for (auto [result, slice] :
+         llvm::zip(repeat.getStackedResults(), yield.getStacked()))
+      setFrom(result, effective(slice));
+  }
+
+  void partialBlock(Block &block) {
+    for (Operation &op : block) {
+      if (auto repeat = dyn_cast<RepeatOp>(op)) {
+        partialRepeat(repeat);
+      } else if (auto rule = dyn_cast<ShardingRuleOpInterface>(op)) {
+        partialOp(rule);
+      } else if (isa<YieldOp>(op)) {
+        // Carries are handled by the repeat; stacked slices pass through.
+      } else {
+        forceAllPartial(&op);
+        for (Value r : op.getResults())
+          if (isZeroSplat(r))
+            flexible.insert(r);
+      }
+    }
+  }
+
+  //===--------------------------------------------------------------------===//
+
+  LogicalResult run(StringRef preset) {
+    model.walk([&](Operation *op) {
+      for (Region &region : op->getRegions())
+        for (Block &block : region)
+          for (BlockArgument arg : block.getArguments())
+            track(arg);
+      for (Value r : op->getResults())
+        track(r);
+    });
+    // Annotations: the user's, on the values they name.
+    WalkResult annotated = model.walk([&](Operation *op) -> WalkResult {
+      auto all = op->getAttrOfType<ArrayAttr>(kShardingAttr);
+      if (!all)
+        return WalkResult::advance();
+      if (all.size() != op->getNumResults())
+        return op->emitOpError("has ")
+               << all.size() << " shardings for " << op->getNumResults()
+               << " results";
+      for (auto [r, a] : llvm::zip(op->getResults(), all)) {
+        auto sharding = dyn_cast<dist::ShardingAttr>(a);
+        if (!sharding || !tracked(r))
+          return op->emitOpError("'dist.sharding' must hold one "
+                                 "#dist.sharding per tensor result");
+        if (failed(annotate(r, sharding, op)))
+          return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (annotated.wasInterrupted())
+      return failure();
+    if (preset == "dp" || preset == "auto")
+      presetDataParallel();
+
+    bool forward = true;
+    for (int idle = 0; idle < 2 && sweeps < 1000; ++sweeps, forward = !forward)
+      idle = sweep(forward) ? 0 : idle + 1;
+
+    do {
+      forcedMore = false;
+      unreduced.clear();
+      flexible.clear();
+      partialBlock(model.getBody().front());
+    } while (forcedMore);
+
+    record();
+    return success();
+  }
+
+  dist::ShardingAttr shardingOf(Value v) {
+    return dist::ShardingAttr::get(model.getContext(), states[v].dims,
+                                   unreduced.lookup(v));
+  }
+
+  /// Writes the shardings into the IR and makes every reduction that a
+  /// use needs an explicit all_reduce right after the value's definition.
+  void record() {
+    MLIRContext *ctx = model.getContext();
+    model.walk([&](Operation *op) {
+      if (op == model || isa<YieldOp, OutputOp>(op))
+        return;
+      SmallVector<Attribute> results;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        if (!tracked(r)) {
+          results.push_back(UnitAttr::get(ctx));
+          continue;
+        }
+        any = true;
+        results.push_back(shardingOf(r));
+      }
+      if (any)
+        op->setAttr(kShardingAttr, ArrayAttr::get(ctx, results));
+      if (auto repeat = dyn_cast<RepeatOp>(op)) {
+        SmallVector<Attribute> args;
+        for (BlockArgument a : repeat.getBodyBlock().getArguments().drop_front())
+          args.push_back(shardingOf(a));
+        op->setAttr(kArgShardingsAttr, ArrayAttr::get(ctx, args));
+      }
+    });
+    for (Value v : mustReduce) {
+      Axes u = unreduced.lookup(v);
+      if (u.empty())
+        continue;
+      OpBuilder b(ctx);
+      if (auto arg = dyn_cast<BlockArgument>(v))
+        b.setInsertionPointToStart(arg.getOwner());
+      else
+        b.setInsertionPointAfter(v.getDefiningOp());
+      SmallVector<StringRef> names;
+      for (StringAttr a : u)
+        names.push_back(a.getValue());
+      auto reduce = dist::AllReduceOp::create(b, v.getLoc(), v,
+                                              b.getStrArrayAttr(names), false);
+      v.replaceAllUsesExcept(reduce, reduce);
+      reduce->setAttr(kShardingAttr,
+                      b.getArrayAttr({dist::ShardingAttr::get(
+                          ctx, states[v].dims, Axes{})}));
+      ++reductions;
+    }
+  }
+};
+
+struct DistShardingPropagationPass
+    : public loom::impl::DistShardingPropagationBase<
+          DistShardingPropagationPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (preset != "none" && preset != "dp" && preset != "auto") {
+      getOperation().emitError("dist-sharding-propagation: unknown preset '")
+          << preset << "' (none, dp or auto)";
+      return signalPassFailure();
+    }
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      if (!mesh.empty()) {
+        FailureOr<dist::MeshAttr> m = dist::parseMeshSpec(
+            &getContext(), mesh, [&] { return model.emitError(); });
+        if (failed(m))
+          return signalPassFailure();
+        model->setAttr("dist.mesh", *m);
+      }
+      auto meshAttr = model->getAttrOfType<dist::MeshAttr>("dist.mesh");
+      if (!meshAttr)
+        continue;
+      Propagation p(model, meshAttr);
+      if (failed(p.run(preset)))
+        return signalPassFailure();
+      numConflicts += p.conflicts;
+      numSweeps += p.sweeps;
+      numReductions += p.reductions;
+    }
+  }
+};
+
+} // namespace

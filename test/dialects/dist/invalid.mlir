@@ -1,0 +1,77 @@
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{names mesh axis "tp", which the mesh #dist.mesh<["dp" = 2]> does not have}}
+  %a = dist.all_reduce %x over ["tp"] : tensor<8xf32>
+  %l = train.reduce sum %a dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{names mesh axis "dp" twice}}
+  %a = dist.all_reduce %x over ["dp", "dp"] : tensor<8xf32>
+  %l = train.reduce sum %a dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{is not inside a model with a 'dist.mesh'}}
+  %a = dist.all_reduce %x over ["dp"] : tensor<8xf32>
+  %l = train.reduce sum %a dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %x = train.input "x" : tensor<8x4xf32>
+  // expected-error @below {{result 'tensor<8x4xf32>' must be the group's blocks gathered along the dimension of 'tensor<8x4xf32>' (dimension 0 of size 16)}}
+  %a = dist.all_gather %x over ["dp"] dim 0 : tensor<8x4xf32> -> tensor<8x4xf32>
+  %l = train.reduce sum %a dims [0, 1] : tensor<8x4xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 4]>} {
+  %x = train.input "x" : tensor<6x4xf32>
+  // expected-error @below {{dimension 0 of 'tensor<6x4xf32>' does not divide into 4 shards}}
+  %a = dist.shard %x axes [["dp"], [] ] : tensor<6x4xf32> -> tensor<1x4xf32>
+  %l = train.reduce sum %a dims [0, 1] : tensor<1x4xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{pair (0, 1) repeats a source or a target}}
+  %a = dist.collective_permute %x over ["dp"] pairs [0, 1, 0, 1] : tensor<8xf32>
+  %l = train.reduce sum %a dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  // expected-error @below {{mesh axis "dp" is used twice in one sharding}}
+  %x = train.input "x" {dist.sharding = [#dist.sharding<[{"dp"}, {"dp"} ]>]} : tensor<8x4xf32>
+  %l = train.reduce sum %x dims [0, 1] : tensor<8x4xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+// expected-error @below {{mesh axis "dp" appears twice}}
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2, "dp" = 2]>} {
+  %x = train.input "x" : tensor<8xf32>
+  %l = train.reduce sum %x dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}

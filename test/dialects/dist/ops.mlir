@@ -1,0 +1,31 @@
+// RUN: loom-opt %s | loom-opt | FileCheck %s
+
+// Every collective and the sharding attribute round-trip.
+// CHECK-LABEL: train.model @collectives
+// CHECK-SAME: dist.mesh = #dist.mesh<["dp" = 2, "tp" = 2]>
+train.model @collectives attributes {dist.mesh = #dist.mesh<["dp" = 2, "tp" = 2]>} {
+  %w = train.param "w" init(#train.init<zeros>) {dist.sharding = [#dist.sharding<[{"dp", ?}, {"tp"}p0 ], unreduced = {}>]} : tensor<8x8xf32>
+  // CHECK: dist.sharding = [#dist.sharding<[{"dp", ?}, {"tp"}p0]>]
+  %x = train.input "x" {dist.sharding = [#dist.sharding<[{?}, {} ], unreduced = {"dp"}>]} : tensor<8x8xf32>
+  // CHECK: dist.sharding = [#dist.sharding<[{?}, {}], unreduced = {"dp"}>]
+  // CHECK: dist.all_reduce %{{.*}} over ["dp"] : tensor<8x8xf32>
+  %a = dist.all_reduce %x over ["dp"] : tensor<8x8xf32>
+  // CHECK: dist.all_reduce %{{.*}} over ["dp", "tp"] max : tensor<8x8xf32>
+  %m = dist.all_reduce %x over ["dp", "tp"] max : tensor<8x8xf32>
+  // CHECK: dist.all_gather %{{.*}} over ["tp"] dim 1 : tensor<8x8xf32> -> tensor<8x16xf32>
+  %g = dist.all_gather %a over ["tp"] dim 1 : tensor<8x8xf32> -> tensor<8x16xf32>
+  // CHECK: dist.reduce_scatter %{{.*}} over ["dp"] dim 0 : tensor<8x8xf32> -> tensor<4x8xf32>
+  %r = dist.reduce_scatter %x over ["dp"] dim 0 : tensor<8x8xf32> -> tensor<4x8xf32>
+  // CHECK: dist.all_to_all %{{.*}} over ["tp"] split 1 concat 0 : tensor<4x8xf32> -> tensor<8x4xf32>
+  %t = dist.all_to_all %r over ["tp"] split 1 concat 0 : tensor<4x8xf32> -> tensor<8x4xf32>
+  // CHECK: dist.broadcast %{{.*}} over ["dp"] root 1 : tensor<8x8xf32>
+  %b = dist.broadcast %x over ["dp"] root 1 : tensor<8x8xf32>
+  // CHECK: dist.collective_permute %{{.*}} over ["tp"] pairs [0, 1, 1, 0] : tensor<8x8xf32>
+  %p = dist.collective_permute %x over ["tp"] pairs [0, 1, 1, 0] : tensor<8x8xf32>
+  // CHECK: dist.shard %{{.*}} axes {{\[}}["dp"], ["tp"]] : tensor<8x8xf32> -> tensor<4x4xf32>
+  %s = dist.shard %x axes [["dp"], ["tp"] ] : tensor<8x8xf32> -> tensor<4x4xf32>
+  %l = train.reduce sum %a dims [0, 1] : tensor<8x8xf32>
+  %lw = train.reduce sum %w dims [0, 1] : tensor<8x8xf32>
+  %loss = train.add %l, %lw : tensor<f32>, tensor<f32>
+  train.output loss(%loss : tensor<f32>)
+}
