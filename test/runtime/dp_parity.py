@@ -32,9 +32,12 @@ args = parser.parse_args()
 work = tempfile.mkdtemp(prefix="loom-dp-parity-")
 model = os.path.join(work, "parity.mlir")
 subprocess.run([sys.executable, args.loom_gen, "--preset", "parity", "--batch", "8",
-                "-o", model], check=True)
+                "--dropout", "0.1", "-o", model], check=True)
 with open(model) as f:
-    params = int(re.search(r"([\d,]+) parameters", f.read()).group(1).replace(",", ""))
+    text = f.read()
+params = int(re.search(r"([\d,]+) parameters", text).group(1).replace(",", ""))
+if "train.dropout" not in text:
+    sys.exit("the parity model has no dropout")
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
