@@ -277,12 +277,10 @@ struct Emitter {
     return success();
   }
 
-  /// The runtime's group of a collective's axes.
-  Value group(ArrayAttr axes) {
-    Value mask = i32(mesh.getGroupMask(
-        llvm::to_vector(axes.getAsRange<StringAttr>())));
+  /// A runtime group (uint32_t in loomrt.h).
+  Value group(uint32_t mask) {
     return emitc::CastOp::create(
-        b, loc(), b.getIntegerType(32, /*isSigned=*/false), mask);
+        b, loc(), b.getIntegerType(32, /*isSigned=*/false), i32(mask));
   }
 
   LogicalResult emitCollective(Operation *op) {
@@ -296,7 +294,8 @@ struct Emitter {
     if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
       copy(out, in, inType);
       call("loomrt_comm_all_reduce",
-           {ctx, group(reduce.getAxes()), out, i64(inType.getNumElements()),
+           {ctx, group(reduce.getGroupMask(mesh)), out,
+            i64(inType.getNumElements()),
             dtype, i32(reduce.getMax() ? 1 : 0)});
       return success();
     }
@@ -310,21 +309,17 @@ struct Emitter {
                << ", which is not outermost; the code generator supports "
                   "gathering the outermost dimension only so far";
       call("loomrt_comm_all_gather",
-           {ctx, group(gather.getAxes()), out, in,
+           {ctx, group(gather.getGroupMask(mesh)), out, in,
             i64(inType.getNumElements()), dtype});
       return success();
     }
     auto shard = cast<dist::ShardOp>(op);
-    for (Attribute list : shard.getAxes()) {
-      int64_t last = -1;
-      for (StringRef axis : cast<ArrayAttr>(list).getAsValueRange<StringAttr>()) {
-        if (mesh.getAxisIndex(axis) <= last)
-          return op->emitOpError("splits a dimension over axes that are not "
-                                 "in mesh order, which the runtime's groups "
-                                 "cannot express yet");
-        last = mesh.getAxisIndex(axis);
-      }
-    }
+    for (Attribute list : shard.getAxes())
+      if (!mesh.isInDeviceOrder(
+              llvm::to_vector(cast<ArrayAttr>(list).getAsRange<StringAttr>())))
+        return op->emitOpError("splits a dimension over axes that are not "
+                               "in mesh order, which the runtime's groups "
+                               "cannot express yet");
     call("loomrt_shard",
          {ctx, out, in, i64(shapeId(outType.getShape())),
           i64(shapeId(inType.getShape())),

@@ -1,6 +1,7 @@
 //===- Report.cpp - the plan's figures (loomc --report) -------------------===//
 
 #include "codegen/Report.h"
+#include "dialects/dist/DistDialect.h"
 
 #include "codegen/Layout.h"
 #include "codegen/MemoryPlan.h"
@@ -97,25 +98,10 @@ bool Mesh::crossesNodes(llvm::StringRef axis, int64_t devicesPerNode) const {
 }
 
 llvm::Expected<Mesh> loom::codegen::parseMesh(llvm::StringRef spec) {
-  auto error = [&](const llvm::Twine &why) {
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "--mesh '" + spec + "': " + why);
-  };
   Mesh mesh;
-  llvm::SmallVector<llvm::StringRef> parts;
-  spec.split(parts, ',');
-  for (llvm::StringRef part : parts) {
-    auto [name, value] = part.trim().split('=');
-    int64_t size = 0;
-    if (name.empty() || value.getAsInteger(10, size))
-      return error("expected AXIS=SIZE, got '" + part + "'");
-    if (size < 1)
-      return error("axis '" + name + "' must have at least one rank");
-    if (llvm::is_contained(mesh.names, name))
-      return error("axis '" + name + "' is given twice");
-    mesh.names.push_back(name.str());
-    mesh.sizes.push_back(size);
-  }
+  if (llvm::Error e = loom::dist::parseMeshSpec(spec, mesh.names, mesh.sizes))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--" + llvm::toString(std::move(e)));
   return mesh;
 }
 

@@ -54,8 +54,8 @@ struct Partitioner {
     return ArrayAttr::get(ctx, lists);
   }
 
-  /// Sets `v`'s type to its local type under `dims`.
-  LogicalResult localize(Value v, ArrayRef<Axes> dims, Location loc) {
+  /// Sets `v`'s type to its per-rank type under `dims`.
+  LogicalResult setLocalType(Value v, ArrayRef<Axes> dims, Location loc) {
     auto type = cast<RankedTensorType>(v.getType());
     for (auto [d, axes] : llvm::enumerate(dims))
       if (type.getDimSize(d) % mesh.getGroupSize(axes) != 0)
@@ -176,7 +176,7 @@ struct Partitioner {
       SmallVector<OpOperand *> uses;
       for (OpOperand &u : r.getUses())
         uses.push_back(&u);
-      if (failed(localize(r, computed, op.getLoc())))
+      if (failed(setLocalType(r, computed, op.getLoc())))
         return failure();
       FailureOr<Value> resharded = reshard(r, dims, op.getLoc());
       if (failed(resharded))
@@ -188,14 +188,7 @@ struct Partitioner {
         rule, axes, globalTypes,
         [&](ArrayRef<StringAttr> a) { return mesh.getGroupSize(a); },
         [&](ArrayRef<StringAttr> a) -> int64_t {
-          int64_t last = -1;
-          for (StringAttr axis : a) {
-            int64_t i = mesh.getAxisIndex(axis.getValue());
-            if (i <= last)
-              return -1;
-            last = i;
-          }
-          return mesh.getGroupMask(a);
+          return mesh.isInDeviceOrder(a) ? int64_t(mesh.getGroupMask(a)) : -1;
         },
         [&](OpBuilder &b, Location loc, Value v,
             ArrayRef<StringAttr> a) -> Value {
@@ -213,7 +206,7 @@ struct Partitioner {
   LogicalResult partitionRepeat(RepeatOp repeat) {
     Block &body = repeat.getBodyBlock();
     for (BlockArgument arg : body.getArguments().drop_front())
-      if (failed(localize(arg, recorded(arg), repeat.getLoc())))
+      if (failed(setLocalType(arg, recorded(arg), repeat.getLoc())))
         return failure();
     size_t numCarries = repeat.getCarries().size();
     auto argDims = [&](unsigned i) { return held.lookup(body.getArgument(i)); };
@@ -244,10 +237,10 @@ struct Partitioner {
         return failure();
     }
     for (auto [i, r] : llvm::enumerate(repeat.getCarryResults()))
-      if (failed(localize(r, argDims(1 + i), repeat.getLoc())))
+      if (failed(setLocalType(r, argDims(1 + i), repeat.getLoc())))
         return failure();
     for (Value r : repeat.getStackedResults())
-      if (failed(localize(r, recorded(r), repeat.getLoc())))
+      if (failed(setLocalType(r, recorded(r), repeat.getLoc())))
         return failure();
     return success();
   }
@@ -257,7 +250,7 @@ struct Partitioner {
       if (isa<ParamOp, InputOp, StateOp, IterationOp, dist::ShardOp>(op))
         continue;
       if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
-        if (failed(localize(reduce.getResult(), recorded(reduce.getResult()),
+        if (failed(setLocalType(reduce.getResult(), recorded(reduce.getResult()),
                             reduce.getLoc())))
           return failure();
         continue;
@@ -266,7 +259,7 @@ struct Partitioner {
         auto dense = dyn_cast<DenseElementsAttr>(constant.getValue());
         if (!dense || !dense.isSplat())
           return op.emitOpError("only splat constants can be partitioned");
-        if (failed(localize(constant.getResult(),
+        if (failed(setLocalType(constant.getResult(),
                             recorded(constant.getResult()), op.getLoc())))
           return failure();
         constant.setValueAttr(dense.resizeSplat(

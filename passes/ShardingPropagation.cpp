@@ -33,7 +33,6 @@ struct Propagation {
     SmallVector<bool> frozen;
   };
   DenseMap<Value, State> states;
-  SmallVector<Value> order; // every tracked value, in program order
 
   bool tracked(Value v) { return states.count(v); }
 
@@ -44,7 +43,28 @@ struct Propagation {
     State &s = states[v];
     s.dims.resize(t.getRank());
     s.frozen.assign(t.getRank(), false);
-    order.push_back(v);
+  }
+
+  /// The axes of each factor of `rule` as `op`'s tensors have them now;
+  /// with `honourFrozen`, a frozen dimension wins a conflict (and the
+  /// conflicts are counted).
+  SmallVector<Axes> currentFactorAxes(Operation *op,
+                                      const OpShardingRule &rule,
+                                      bool honourFrozen) {
+    SmallVector<Value> tensors(op->getOperands());
+    llvm::append_range(tensors, op->getResults());
+    SmallVector<const SmallVector<Axes> *> dims;
+    for (Value v : tensors)
+      dims.push_back(tracked(v) ? &states.find(v)->second.dims : nullptr);
+    ArrayRef<const SmallVector<Axes> *> all(dims);
+    unsigned numOperands = op->getNumOperands();
+    return factorAxes(
+        rule, all.take_front(numOperands), all.drop_front(numOperands),
+        [&](unsigned t, int64_t d) {
+          return honourFrozen && tracked(tensors[t]) &&
+                 states.find(tensors[t])->second.frozen[d];
+        },
+        honourFrozen ? &conflicts : nullptr);
   }
 
   /// Whether `axes` can shard dimension `d` of `v`: known, unused by its
@@ -120,22 +140,7 @@ struct Propagation {
 
   bool propagateOp(ShardingRuleOpInterface op) {
     OpShardingRule rule = op.getShardingRule();
-    SmallVector<Value> tensors;
-    SmallVector<const SmallVector<Axes> *> operandDims, resultDims;
-    for (Value v : op->getOperands()) {
-      tensors.push_back(v);
-      operandDims.push_back(tracked(v) ? &states[v].dims : nullptr);
-    }
-    for (Value v : op->getResults()) {
-      tensors.push_back(v);
-      resultDims.push_back(tracked(v) ? &states[v].dims : nullptr);
-    }
-    SmallVector<Axes> axes = factorAxes(
-        rule, operandDims, resultDims,
-        [&](unsigned t, int64_t d) {
-          return tracked(tensors[t]) && states[tensors[t]].frozen[d];
-        },
-        &conflicts);
+    SmallVector<Axes> axes = currentFactorAxes(op, rule, /*honourFrozen=*/true);
     bool changed = false;
     auto push = [&](Value v, ArrayRef<int64_t> fs) {
       if (!tracked(v))
@@ -219,13 +224,8 @@ struct Propagation {
 
   void partialOp(ShardingRuleOpInterface op) {
     OpShardingRule rule = op.getShardingRule();
-    SmallVector<const SmallVector<Axes> *> operandDims, resultDims;
-    for (Value v : op->getOperands())
-      operandDims.push_back(tracked(v) ? &states[v].dims : nullptr);
-    for (Value v : op->getResults())
-      resultDims.push_back(tracked(v) ? &states[v].dims : nullptr);
-    SmallVector<Axes> axes = factorAxes(rule, operandDims, resultDims,
-                                        [](unsigned, int64_t) { return false; });
+    SmallVector<Axes> axes =
+        currentFactorAxes(op, rule, /*honourFrozen=*/false);
     std::optional<Axes> passed = Axes{};
     switch (rule.linearity) {
     case Linearity::None:
@@ -472,11 +472,18 @@ struct DistShardingPropagationPass
     }
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
       if (!mesh.empty()) {
-        FailureOr<dist::MeshAttr> m = dist::parseMeshSpec(
-            &getContext(), mesh, [&] { return model.emitError(); });
-        if (failed(m))
+        SmallVector<std::string> names;
+        SmallVector<int64_t> sizes;
+        if (llvm::Error e = dist::parseMeshSpec(mesh, names, sizes)) {
+          model.emitError("dist-sharding-propagation: ")
+              << llvm::toString(std::move(e));
           return signalPassFailure();
-        model->setAttr("dist.mesh", *m);
+        }
+        SmallVector<StringAttr> axes;
+        for (const std::string &name : names)
+          axes.push_back(StringAttr::get(&getContext(), name));
+        model->setAttr("dist.mesh",
+                       dist::MeshAttr::get(&getContext(), axes, sizes));
       }
       auto meshAttr = model->getAttrOfType<dist::MeshAttr>("dist.mesh");
       if (!meshAttr)

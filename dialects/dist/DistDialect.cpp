@@ -114,26 +114,39 @@ uint32_t MeshAttr::getGroupMask(ArrayRef<StringAttr> axes) const {
   return mask;
 }
 
-FailureOr<MeshAttr>
-loom::dist::parseMeshSpec(MLIRContext *ctx, StringRef spec,
-                          function_ref<InFlightDiagnostic()> emitError) {
-  SmallVector<StringAttr> names;
-  SmallVector<int64_t> sizes;
+llvm::Error loom::dist::parseMeshSpec(StringRef spec,
+                                      SmallVectorImpl<std::string> &names,
+                                      SmallVectorImpl<int64_t> &sizes) {
+  auto error = [&](const Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "mesh '" + spec + "': " + why);
+  };
   SmallVector<StringRef> parts;
   spec.split(parts, ',');
   for (StringRef part : parts) {
-    auto [name, size] = part.trim().split('=');
-    int64_t n;
-    if (name.trim().empty() || size.trim().getAsInteger(10, n))
-      return emitError() << "mesh '" << spec
-                         << "' must be AXIS=SIZE,... (e.g. dp=2,tp=4)";
-    names.push_back(StringAttr::get(ctx, name.trim()));
-    sizes.push_back(n);
+    auto [name, value] = part.trim().split('=');
+    int64_t size = 0;
+    if (name.empty() || value.getAsInteger(10, size))
+      return error("expected AXIS=SIZE, got '" + part + "'");
+    if (size < 1)
+      return error("axis '" + name + "' must have at least one rank");
+    if (llvm::is_contained(names, name))
+      return error("axis '" + name + "' is given twice");
+    names.push_back(name.str());
+    sizes.push_back(size);
   }
-  MeshAttr mesh = MeshAttr::getChecked(emitError, ctx, names, sizes);
-  if (!mesh)
-    return failure();
-  return mesh;
+  return llvm::Error::success();
+}
+
+bool MeshAttr::isInDeviceOrder(ArrayRef<StringAttr> axes) const {
+  int64_t last = -1;
+  for (StringAttr axis : axes) {
+    int64_t i = getAxisIndex(axis.getValue());
+    if (i <= last)
+      return false;
+    last = i;
+  }
+  return true;
 }
 
 MeshAttr MeshAttr::lookup(Operation *op) {
@@ -278,11 +291,6 @@ SmallVector<StringAttr> ShardingAttr::getDimAxes(int64_t d) const {
   return llvm::to_vector(getDims()[d].getAsRange<StringAttr>());
 }
 
-bool ShardingAttr::isReplicated() const {
-  return getUnreduced().empty() &&
-         llvm::all_of(getDims(), [](ArrayAttr a) { return a.empty(); });
-}
-
 LogicalResult ShardingAttr::verifyFor(
     RankedTensorType type, MeshAttr mesh,
     function_ref<InFlightDiagnostic()> emitError) const {
@@ -317,36 +325,48 @@ LogicalResult ShardingAttr::verifyFor(
   return success();
 }
 
-RankedTensorType ShardingAttr::getLocalType(RankedTensorType type,
-                                            MeshAttr mesh) const {
-  SmallVector<int64_t> shape(type.getShape());
-  for (int64_t d = 0; d < getRank(); ++d)
-    shape[d] /= mesh.getGroupSize(getDimAxes(d));
-  return RankedTensorType::get(shape, type.getElementType());
-}
-
 //===----------------------------------------------------------------------===//
 // Collectives
 //===----------------------------------------------------------------------===//
+
+/// Checks that `axes` are strings naming axes of `mesh`, none of them in
+/// `seen` (axes used before by the same op), and adds them to `seen`.
+static LogicalResult verifyAxisNames(Operation *op, ArrayAttr axes,
+                                     MeshAttr mesh,
+                                     SmallVectorImpl<StringRef> &seen) {
+  for (Attribute a : axes) {
+    auto axis = dyn_cast<StringAttr>(a);
+    if (!axis)
+      return op->emitOpError("mesh axes must be strings, got ") << a;
+    if (mesh.getAxisIndex(axis.getValue()) < 0)
+      return op->emitOpError("names mesh axis \"")
+             << axis.getValue() << "\", which the mesh " << mesh
+             << " does not have";
+    if (llvm::is_contained(seen, axis.getValue()))
+      return op->emitOpError("names mesh axis \"")
+             << axis.getValue() << "\" twice";
+    seen.push_back(axis.getValue());
+  }
+  return success();
+}
+
+/// The enclosing model's mesh, or an error at `op`.
+static LogicalResult lookupMesh(Operation *op, MeshAttr &mesh) {
+  mesh = MeshAttr::lookup(op);
+  if (!mesh)
+    return op->emitOpError("is not inside a model with a 'dist.mesh'");
+  return success();
+}
 
 /// Checks a collective's axes against the enclosing model's mesh.
 static LogicalResult verifyAxes(Operation *op, ArrayAttr axes,
                                 MeshAttr &mesh) {
   if (axes.empty())
     return op->emitOpError("needs at least one mesh axis");
-  mesh = MeshAttr::lookup(op);
-  if (!mesh)
-    return op->emitOpError("is not inside a model with a 'dist.mesh'");
   SmallVector<StringRef> seen;
-  for (StringRef axis : axes.getAsValueRange<StringAttr>()) {
-    if (mesh.getAxisIndex(axis) < 0)
-      return op->emitOpError("names mesh axis \"")
-             << axis << "\", which the mesh " << mesh << " does not have";
-    if (llvm::is_contained(seen, axis))
-      return op->emitOpError("names mesh axis \"") << axis << "\" twice";
-    seen.push_back(axis);
-  }
-  return success();
+  if (failed(lookupMesh(op, mesh)))
+    return failure();
+  return verifyAxisNames(op, axes, mesh, seen);
 }
 
 static int64_t groupSize(MeshAttr mesh, ArrayAttr axes) {
@@ -446,8 +466,9 @@ LogicalResult BroadcastOp::verify() {
   if (failed(verifyAxes(*this, getAxes(), mesh)))
     return failure();
   int64_t n = groupSize(mesh, getAxes());
-  if (getRoot() < 0 || getRoot() >= n)
-    return emitOpError("root ") << getRoot() << " is not a rank of a group of "
+  int64_t root = getRoot();
+  if (root < 0 || root >= n)
+    return emitOpError("root ") << root << " is not a rank of a group of "
                                 << n;
   return success();
 }
@@ -478,9 +499,9 @@ LogicalResult CollectivePermuteOp::verify() {
 }
 
 LogicalResult ShardOp::verify() {
-  MeshAttr mesh = MeshAttr::lookup(*this);
-  if (!mesh)
-    return emitOpError("is not inside a model with a 'dist.mesh'");
+  MeshAttr mesh;
+  if (failed(lookupMesh(*this, mesh)))
+    return failure();
   RankedTensorType in = getInput().getType(), out = getResult().getType();
   if ((int64_t)getAxes().size() != in.getRank())
     return emitOpError("needs one list of axes per dimension of ") << in;
@@ -488,17 +509,10 @@ LogicalResult ShardOp::verify() {
   SmallVector<int64_t> want(in.getShape());
   for (auto [d, list] : llvm::enumerate(getAxes())) {
     auto axes = dyn_cast<ArrayAttr>(list);
-    if (!axes || !llvm::all_of(axes, llvm::IsaPred<StringAttr>))
-      return emitOpError("dimension ") << d << "'s axes must be a list of "
-                                              "strings";
-    for (StringRef axis : axes.getAsValueRange<StringAttr>()) {
-      if (mesh.getAxisIndex(axis) < 0)
-        return emitOpError("names mesh axis \"")
-               << axis << "\", which the mesh " << mesh << " does not have";
-      if (llvm::is_contained(seen, axis))
-        return emitOpError("names mesh axis \"") << axis << "\" twice";
-      seen.push_back(axis);
-    }
+    if (!axes)
+      return emitOpError("dimension ") << d << "'s axes must be a list";
+    if (failed(verifyAxisNames(*this, axes, mesh, seen)))
+      return failure();
     int64_t n = groupSize(mesh, axes);
     if (want[d] % n != 0)
       return emitOpError("dimension ")

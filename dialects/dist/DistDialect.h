@@ -11,6 +11,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/Error.h"
 
 #include "dialects/dist/DistDialect.h.inc"
 
@@ -21,10 +22,12 @@
 #include "dialects/dist/DistOps.h.inc"
 
 namespace loom::dist {
-/// Parses a mesh written as on loomc's command line, `dp=2,tp=4`.
-llvm::FailureOr<MeshAttr>
-parseMeshSpec(mlir::MLIRContext *ctx, llvm::StringRef spec,
-              llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+/// Parses a mesh written as on loomc's command line, `dp=2,tp=4`, into its
+/// axis names and sizes (each axis once, sizes at least 1). The error says
+/// what is wrong with `spec`, naming it.
+llvm::Error parseMeshSpec(llvm::StringRef spec,
+                          llvm::SmallVectorImpl<std::string> &names,
+                          llvm::SmallVectorImpl<int64_t> &sizes);
 } // namespace loom::dist
 
 #endif // LOOM_DIALECTS_DIST_DISTDIALECT_H

@@ -54,8 +54,12 @@ def Dist_MeshAttr : AttrDef<Dist_Dialect, "Mesh"> {
     int64_t getAxisSize(::llvm::StringRef axis) const;
     /// The product of the sizes of `axes`.
     int64_t getGroupSize(::mlir::ArrayRef<::mlir::StringAttr> axes) const;
-    /// The runtime's group of `axes`: a bit mask over the mesh's axes.
+    /// The runtime's group of `axes`: a bit mask over the mesh's axes. Its
+    /// ranks are ordered as the mesh orders the axes, so a list of axes
+    /// names the same blocks only when it is in device order.
     uint32_t getGroupMask(::mlir::ArrayRef<::mlir::StringAttr> axes) const;
+    /// Whether `axes` are mesh axes listed in device order.
+    bool isInDeviceOrder(::mlir::ArrayRef<::mlir::StringAttr> axes) const;
     /// The mesh of the model that holds `op`, or null.
     static MeshAttr lookup(::mlir::Operation *op);
   }];
@@ -94,16 +98,11 @@ def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
     int64_t getRank() const { return getDims().size(); }
     /// The axes of dimension `d`.
     ::llvm::SmallVector<::mlir::StringAttr> getDimAxes(int64_t d) const;
-    /// Whether no dimension is split and nothing is unreduced.
-    bool isReplicated() const;
     /// Checks the sharding against a tensor type and a mesh: known axes,
     /// each used once, dimensions that divide evenly.
     ::llvm::LogicalResult verifyFor(
         ::mlir::RankedTensorType type, MeshAttr mesh,
         ::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError) const;
-    /// The per-rank type of a tensor of `type` sharded so.
-    ::mlir::RankedTensorType getLocalType(::mlir::RankedTensorType type,
-                                          MeshAttr mesh) const;
   }];
 }
 

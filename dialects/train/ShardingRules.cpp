@@ -136,18 +136,17 @@ OpShardingRule linearPointwise(OpT op) {
   return b.rule;
 }
 
-OpShardingRule ruleOf(AddOp op) {
+/// A sum or difference of its operands.
+template <typename OpT>
+OpShardingRule additivePointwise(OpT op) {
   RuleBuilder b(op);
-  b.elementwise(op.getResult());
+  b.elementwise(op->getResult(0));
   b.additive();
   return b.rule;
 }
-OpShardingRule ruleOf(SubOp op) {
-  RuleBuilder b(op);
-  b.elementwise(op.getResult());
-  b.additive();
-  return b.rule;
-}
+
+OpShardingRule ruleOf(AddOp op) { return additivePointwise(op); }
+OpShardingRule ruleOf(SubOp op) { return additivePointwise(op); }
 OpShardingRule ruleOf(MulOp op) { return linearPointwise(op); }
 OpShardingRule ruleOf(DivOp op) {
   RuleBuilder b(op);
