@@ -300,14 +300,7 @@ struct Emitter {
       return success();
     }
     if (auto gather = dyn_cast<dist::AllGatherOp>(op)) {
-      // The runtime concatenates the ranks' blocks one after another: the
-      // gathered dimension must be the outermost one that is not 1.
-      if (llvm::any_of(inType.getShape().take_front(gather.getDim()),
-                       [](int64_t d) { return d != 1; }))
-        return op->emitOpError("gathers dimension ")
-               << gather.getDim()
-               << ", which is not outermost; the code generator supports "
-                  "gathering the outermost dimension only so far";
+      // gatherOutermost made the gathered dimension outermost.
       call("loomrt_comm_all_gather",
            {ctx, group(gather.getGroupMask(mesh)), out, in,
             i64(inType.getNumElements()), dtype});
@@ -505,6 +498,47 @@ struct Emitter {
   }
 };
 
+/// The runtime gathers blocks one after another, which concatenates along
+/// the outermost dimension; a gather along an inner dimension becomes a
+/// transpose that brings it outermost, the gather, and the transpose back.
+LogicalResult gatherOutermost(ModelOp model) {
+  SmallVector<dist::AllGatherOp> inner;
+  model.walk([&](dist::AllGatherOp gather) {
+    auto type = gather.getInput().getType();
+    if (llvm::any_of(type.getShape().take_front(gather.getDim()),
+                     [](int64_t d) { return d != 1; }))
+      inner.push_back(gather);
+  });
+  for (dist::AllGatherOp gather : inner) {
+    auto type = gather.getInput().getType();
+    if (!type.getElementType().isF32())
+      return gather.emitOpError("gathers an inner dimension of ")
+             << type << "; the code generator does so for f32 tensors only";
+    int64_t dim = gather.getDim(), rank = type.getRank();
+    SmallVector<int64_t> toFront{dim}, back;
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != dim)
+        toFront.push_back(d);
+    // Result dimension d of the transpose back is dimension back[d] of the
+    // gathered tensor, whose dimensions are [dim, 0, .., dim-1, dim+1, ..].
+    for (int64_t d = 0; d < rank; ++d)
+      back.push_back(d < dim ? d + 1 : d == dim ? 0 : d);
+    OpBuilder b(gather);
+    Location loc = gather.getLoc();
+    Value front = TransposeOp::create(b, loc, gather.getInput(), toFront);
+    auto frontType = cast<RankedTensorType>(front.getType());
+    SmallVector<int64_t> gathered(frontType.getShape());
+    gathered[0] = gather.getResult().getType().getDimSize(dim);
+    Value all = dist::AllGatherOp::create(
+        b, loc, RankedTensorType::get(gathered, frontType.getElementType()),
+        front, gather.getAxes(), b.getI64IntegerAttr(0));
+    Value result = TransposeOp::create(b, loc, all, back);
+    gather.getResult().replaceAllUsesWith(result);
+    gather.erase();
+  }
+  return success();
+}
+
 struct LoomLowerToRuntimePass
     : public loom::codegen::impl::LoomLowerToRuntimeBase<
           LoomLowerToRuntimePass> {
@@ -517,6 +551,8 @@ struct LoomLowerToRuntimePass
           << models.size();
       return signalPassFailure();
     }
+    if (failed(gatherOutermost(models.front())))
+      return signalPassFailure();
     FailureOr<ModelLayout> layout = layoutModel(models.front());
     if (failed(layout))
       return signalPassFailure();

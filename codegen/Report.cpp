@@ -159,7 +159,7 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
     if (axis != "dp" && config.mesh.size(axis) > 1)
       return model.emitError("the report plans data parallelism (the 'dp' "
                              "axis) only so far; mesh axis '")
-             << axis << "' needs sharding propagation and partitioning";
+             << axis << "' is not modelled yet";
   Report r;
   r.model = model.getSymName().str();
   r.cluster = cluster;

@@ -34,7 +34,7 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
   Option<std::string> sharding{
       *this, "sharding",
       llvm::cl::desc("Annotations to start sharding propagation from: none, "
-                     "dp or auto"),
+                     "dp, megatron or auto"),
       llvm::cl::init("auto")};
   Option<bool> optimizer{*this, "optimizer",
                          llvm::cl::desc("Add the optimizer step after the "

@@ -194,7 +194,13 @@ def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleO
 
     Presets: `dp` splits the batch (leading) dimension of every input over
     the `dp` axis (the rows of each micro-batch when the batch was split
-    into micro-batches); `auto` is `dp` when the mesh has that axis.
+    into micro-batches; a batch that does not divide gets a warning);
+    `megatron` splits weights over `tp` as Megatron-LM does: a linear layer
+    fed (through pointwise and shape ops) by another's output features is
+    row-parallel and the other column-parallel (the MLP), and one fed by an
+    op that combines several activations on those features (attention's
+    heads) is row-parallel (the output projection); `auto` is both, for
+    the axes the mesh has.
 
     ```mlir
     train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
@@ -212,7 +218,7 @@ def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleO
     Option<"mesh", "mesh", "std::string", "\"\"",
            "The mesh, AXIS=SIZE,... outermost first (sets the model's dist.mesh)">,
     Option<"preset", "preset", "std::string", "\"none\"",
-           "Annotations to start from: none, dp or auto">,
+           "Annotations to start from: none, dp, megatron or auto">,
   ];
   let dependentDialects = ["::loom::dist::DistDialect"];
   let statistics = [

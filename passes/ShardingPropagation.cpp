@@ -121,6 +121,7 @@ struct Propagation {
       if (type.getRank() == 0)
         continue;
       bool split = false;
+      int64_t rows = type.getDimSize(0);
       for (Operation *user : input->getUsers()) {
         auto reshape = dyn_cast<ReshapeOp>(user);
         if (!reshape)
@@ -130,12 +131,137 @@ struct Propagation {
             out.getShape().drop_front(2) == type.getShape().drop_front() &&
             out.getDimSize(0) * out.getDimSize(1) == type.getDimSize(0)) {
           split = true;
+          rows = out.getDimSize(1);
           offer(reshape.getResult(), 1, dp);
         }
       }
       if (!split)
         offer(input.getResult(), 0, dp);
+      if (rows % mesh.getGroupSize(dp) != 0)
+        input.emitWarning("the batch of input '")
+            << input.getName() << "' (" << rows
+            << " rows per micro-batch) does not split over dp="
+            << mesh.getGroupSize(dp)
+            << "; every rank computes it whole (make the batch a multiple)";
     }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The Megatron starting point
+  //===--------------------------------------------------------------------===//
+
+  /// Whether `v` is a parameter, or a repeat's slice or copy of one.
+  bool isWeight(Value v) {
+    for (int depth = 0; depth < 16; ++depth) {
+      if (v.getDefiningOp<ParamOp>())
+        return true;
+      auto arg = dyn_cast<BlockArgument>(v);
+      auto repeat = arg ? dyn_cast<RepeatOp>(arg.getOwner()->getParentOp())
+                        : RepeatOp();
+      if (!repeat)
+        return false;
+      Value outer;
+      for (const RepeatLink &link : repeatLinks(repeat))
+        if (link.inner == arg && link.outer.getDefiningOp() != repeat) {
+          outer = link.outer;
+          break;
+        }
+      if (!outer)
+        return false;
+      v = outer;
+    }
+    return false;
+  }
+
+  /// A linear layer: an op linear in each of two operands whose second is
+  /// a rank-2 weight; `in` and `out` are its weight's dimensions that hold
+  /// the contracted (input) and the kept (output) features.
+  struct Linear {
+    Operation *op = nullptr;
+    int64_t in = -1, out = -1;
+    int64_t inFactor = -1, outFactor = -1;
+  };
+
+  std::optional<Linear> asLinear(ShardingRuleOpInterface op,
+                                 const OpShardingRule &rule) {
+    if (op->getNumOperands() != 2 || op->getNumResults() != 1 ||
+        rule.linearity != Linearity::PerOperand || !rule.linearIn[0] ||
+        !rule.linearIn[1] || rule.operandFactors[1].size() != 2 ||
+        !isWeight(op->getOperand(1)))
+      return std::nullopt;
+    Linear l{op};
+    for (auto [d, f] : llvm::enumerate(rule.operandFactors[1])) {
+      if (f < 0)
+        return std::nullopt;
+      bool kept = llvm::is_contained(rule.resultFactors[0], f);
+      (kept ? l.out : l.in) = int64_t(d);
+      (kept ? l.outFactor : l.inFactor) = f;
+    }
+    if (l.in < 0 || l.out < 0)
+      return std::nullopt;
+    return l;
+  }
+
+  /// Follows dimension `d` of `v` back through the ops that carry it (by
+  /// their rules' factors) to the linear layer whose output features it
+  /// is. `mixed` says whether a carrying op combined several activations
+  /// on it (attention's heads).
+  Operation *traceToLinear(Value v, int64_t d, bool &mixed) {
+    for (int step = 0; step < 64; ++step) {
+      auto op = v.getDefiningOp<ShardingRuleOpInterface>();
+      if (!op)
+        return nullptr;
+      OpShardingRule rule = op.getShardingRule();
+      int64_t f = rule.resultFactors[cast<OpResult>(v).getResultNumber()][d];
+      if (f < 0 || rule.factorKinds[f] == FactorKind::NeedReplication)
+        return nullptr;
+      if (std::optional<Linear> l = asLinear(op, rule))
+        return f == l->outFactor ? op.getOperation() : nullptr;
+      SmallVector<std::pair<Value, int64_t>> carriers;
+      for (auto [operand, fs] : llvm::zip(op->getOperands(), rule.operandFactors))
+        if (!isWeight(operand))
+          for (auto [i, g] : llvm::enumerate(fs))
+            if (g == f)
+              carriers.push_back({operand, int64_t(i)});
+      if (carriers.empty())
+        return nullptr;
+      mixed |= carriers.size() > 1 && rule.linearity != Linearity::Additive;
+      std::tie(v, d) = carriers.front();
+    }
+    return nullptr;
+  }
+
+  /// Megatron-LM's tensor parallelism over `tp`, from the weights only: a
+  /// linear layer fed (through pointwise and shape ops) by another's output
+  /// features is row-parallel (its input features split) and the other
+  /// column-parallel (its output features split), as in the MLP; a linear
+  /// layer fed by an op that combines several activations on those
+  /// features (attention's heads) is row-parallel alone. Everything else
+  /// follows by propagation.
+  void presetMegatron() {
+    if (mesh.getAxisIndex("tp") < 0)
+      return;
+    Axes tp{StringAttr::get(model.getContext(), "tp")};
+    model.walk([&](ShardingRuleOpInterface op) {
+      OpShardingRule rule = op.getShardingRule();
+      std::optional<Linear> row = asLinear(op, rule);
+      if (!row)
+        return;
+      int64_t lhsDim = llvm::find(rule.operandFactors[0], row->inFactor) -
+                       rule.operandFactors[0].begin();
+      bool mixed = false;
+      Operation *column = traceToLinear(op->getOperand(0), lhsDim, mixed);
+      if (!column && !mixed)
+        return;
+      if (column) {
+        auto colRule = cast<ShardingRuleOpInterface>(column).getShardingRule();
+        std::optional<Linear> col =
+            asLinear(cast<ShardingRuleOpInterface>(column), colRule);
+        if (!offer(column->getOperand(1), col->out, tp))
+          return;
+      }
+      offer(op->getOperand(1), row->in, tp);
+    });
   }
 
   bool propagateOp(ShardingRuleOpInterface op) {
@@ -390,6 +516,8 @@ struct Propagation {
       return failure();
     if (preset == "dp" || preset == "auto")
       presetDataParallel();
+    if (preset == "megatron" || preset == "auto")
+      presetMegatron();
 
     bool forward = true;
     for (int idle = 0; idle < 2 && sweeps < 1000; ++sweeps, forward = !forward)
@@ -465,9 +593,10 @@ struct DistShardingPropagationPass
           DistShardingPropagationPass> {
   using Base::Base;
   void runOnOperation() override {
-    if (preset != "none" && preset != "dp" && preset != "auto") {
+    if (preset != "none" && preset != "dp" && preset != "megatron" &&
+        preset != "auto") {
       getOperation().emitError("dist-sharding-propagation: unknown preset '")
-          << preset << "' (none, dp or auto)";
+          << preset << "' (none, dp, megatron or auto)";
       return signalPassFailure();
     }
     for (ModelOp model : getOperation().getOps<ModelOp>()) {

@@ -112,13 +112,14 @@ train.model @conflict attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
 
 // -----
 
-// A batch that does not divide over dp stays whole (the preset splits only
-// what divides); an annotation that would split it unevenly is an error,
+// A batch that does not divide over dp stays whole, with a warning (the
+// preset splits only what divides); an annotation that would split it unevenly is an error,
 // never a truncation.
 // CHECK-LABEL: train.model @uneven_preset
 // CHECK: train.input "x" {dist.sharding = [#dist.sharding<[{}, {}]>]}
 train.model @uneven_preset attributes {dist.mesh = #dist.mesh<["dp" = 4]>} {
   %w = train.param "w" init(#train.init<zeros>) : tensor<6x4xf32>
+  // expected-warning @below {{the batch of input 'x' (6 rows per micro-batch) does not split over dp=4; every rank computes it whole (make the batch a multiple)}}
   %x = train.input "x" : tensor<6x4xf32>
   %d = train.mul %x, %w : tensor<6x4xf32>, tensor<6x4xf32>
   %l = train.reduce sum %d dims [0, 1] : tensor<6x4xf32>

@@ -85,9 +85,11 @@ static cl::opt<std::string> meshSpec(
 
 static cl::opt<std::string> shardingPreset(
     "sharding",
-    cl::desc("Annotations to start sharding propagation from: auto (the "
-             "batch over 'dp' when the mesh has it) or dp"),
-    cl::value_desc("auto|dp"), cl::init("auto"), cl::cat(loomcCategory));
+    cl::desc("Annotations to start sharding propagation from: dp (the batch "
+             "over 'dp'), megatron (Megatron-LM's column- and row-parallel "
+             "weights over 'tp') or auto (both, where the mesh has the axis)"),
+    cl::value_desc("auto|dp|megatron"), cl::init("auto"),
+    cl::cat(loomcCategory));
 
 enum class PrecisionFlag { Fp32, Bf16 };
 static cl::opt<PrecisionFlag> precision(
@@ -244,17 +246,16 @@ int main(int argc, char **argv) {
   config.precision = precision == PrecisionFlag::Bf16
                          ? loom::codegen::Precision::Bf16
                          : loom::codegen::Precision::Fp32;
-  if (shardingPreset != "auto" && shardingPreset != "dp")
+  if (shardingPreset != "auto" && shardingPreset != "dp" &&
+      shardingPreset != "megatron")
     return fail("--sharding=" + shardingPreset +
-                ": expected auto or dp (megatron arrives with tensor "
-                "parallelism)");
+                ": expected auto, dp or megatron");
   if (!reportOnly && emit != Emit::MLIR) {
     for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
-      if (axis != "dp" && size > 1)
+      if (axis != "dp" && axis != "tp" && size > 1)
         return fail("--mesh " + meshSpec + ": mesh axis '" + axis +
-                    "' needs tensor or pipeline parallelism, which are not "
-                    "generated yet; executables shard over 'dp' so far "
-                    "(--report plans the mesh)");
+                    "' needs pipeline parallelism, which is not generated "
+                    "yet; executables shard over 'dp' and 'tp' so far");
     if (config.precision == loom::codegen::Precision::Bf16)
       return fail("--precision=bf16: mixed-precision code is not generated "
                   "yet; --report plans it");

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Data-parallel parity: the parity GPT (8 layers, dropout on, AdamW with
-global-norm clipping) trained for 10 steps on dp = 2 and dp = 4 ranks, and on
-dp = 2 with 4 micro-batches, gives the single-rank run's losses (within
-1e-5 + 1e-4 |loss|) and final parameters (relative norm error within 1e-4)
-on the same global batches. Under a PMPI wrapper, the bytes each rank sends
+"""Data- and tensor-parallel parity: the parity GPT (8 layers, 4 heads,
+dropout on, AdamW with global-norm clipping) trained for 10 steps on dp = 2,
+dp = 4, tp = 2 and tp = 4 (Megatron's column- and row-parallel layers, from
+the `auto` preset), dp = 2 x tp = 2, and dp = 2 with 4 micro-batches, gives
+the single-rank run's losses (within 1e-5 + 1e-4 |loss|) and final
+parameters (relative norm error within 1e-4) on the same global batches. Under a PMPI wrapper, the bytes each rank sends
 equal the runtime's counters, and with 4 micro-batches a step sends one
 ring all-reduce of all the gradients (not four) plus a few scalars."""
 
@@ -32,7 +33,7 @@ args = parser.parse_args()
 work = tempfile.mkdtemp(prefix="loom-dp-parity-")
 model = os.path.join(work, "parity.mlir")
 subprocess.run([sys.executable, args.loom_gen, "--preset", "parity", "--batch", "8",
-                "--dropout", "0.1", "-o", model], check=True)
+                "--heads", "4", "--dropout", "0.1", "-o", model], check=True)
 with open(model) as f:
     text = f.read()
 params = int(re.search(r"([\d,]+) parameters", text).group(1).replace(",", ""))
@@ -108,6 +109,10 @@ check("reference trains", reference[0][0][-1]["loss"] != reference[0][0][0]["los
 
 compare("dp=2", run("dp2", build("dp2", ["--mesh", "dp=2"]), 2), reference)
 compare("dp=4", run("dp4", build("dp4", ["--mesh", "dp=4"]), 4), reference)
+compare("tp=2", run("tp2", build("tp2", ["--mesh", "tp=2"]), 2), reference)
+compare("tp=4", run("tp4", build("tp4", ["--mesh", "tp=4"]), 4), reference)
+compare("dp=2 x tp=2", run("dp2tp2", build("dp2tp2", ["--mesh", "dp=2,tp=2"]), 4),
+        reference)
 
 dp2m4 = run("dp2-m4", build("dp2-m4", ["--mesh", "dp=2", "--micro-batches=4"]), 2,
             pmpi=True)
