@@ -300,10 +300,16 @@ struct Emitter {
       return success();
     }
     if (auto gather = dyn_cast<dist::AllGatherOp>(op)) {
-      // gatherOutermost made the gathered dimension outermost.
+      // collectivesOutermost made the gathered dimension outermost.
       call("loomrt_comm_all_gather",
            {ctx, group(gather.getGroupMask(mesh)), out, in,
             i64(inType.getNumElements()), dtype});
+      return success();
+    }
+    if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op)) {
+      call("loomrt_comm_reduce_scatter",
+           {ctx, group(scatter.getGroupMask(mesh)), out, in,
+            i64(outType.getNumElements()), dtype, i32(0)});
       return success();
     }
     auto shard = cast<dist::ShardOp>(op);
@@ -401,7 +407,8 @@ struct Emitter {
           return failure();
         continue;
       }
-      if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ShardOp>(op)) {
+      if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
+              dist::ShardOp>(op)) {
         if (failed(emitCollective(&op)))
           return failure();
         continue;
@@ -498,43 +505,60 @@ struct Emitter {
   }
 };
 
-/// The runtime gathers blocks one after another, which concatenates along
-/// the outermost dimension; a gather along an inner dimension becomes a
-/// transpose that brings it outermost, the gather, and the transpose back.
-LogicalResult gatherOutermost(ModelOp model) {
-  SmallVector<dist::AllGatherOp> inner;
-  model.walk([&](dist::AllGatherOp gather) {
-    auto type = gather.getInput().getType();
-    if (llvm::any_of(type.getShape().take_front(gather.getDim()),
+/// The runtime's gathers and scatters take blocks one after another, which
+/// splits the outermost dimension; a collective along an inner dimension
+/// becomes a transpose that brings it outermost, the collective, and the
+/// transpose back.
+LogicalResult collectivesOutermost(ModelOp model) {
+  SmallVector<Operation *> inner;
+  model.walk([&](Operation *op) {
+    int64_t dim;
+    if (auto g = dyn_cast<dist::AllGatherOp>(op))
+      dim = g.getDim();
+    else if (auto r = dyn_cast<dist::ReduceScatterOp>(op))
+      dim = r.getDim();
+    else
+      return;
+    auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+    if (llvm::any_of(type.getShape().take_front(dim),
                      [](int64_t d) { return d != 1; }))
-      inner.push_back(gather);
+      inner.push_back(op);
   });
-  for (dist::AllGatherOp gather : inner) {
-    auto type = gather.getInput().getType();
+  for (Operation *op : inner) {
+    auto type = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
     if (!type.getElementType().isF32())
-      return gather.emitOpError("gathers an inner dimension of ")
+      return op->emitOpError("works on an inner dimension of ")
              << type << "; the code generator does so for f32 tensors only";
-    int64_t dim = gather.getDim(), rank = type.getRank();
+    int64_t dim = cast<IntegerAttr>(op->getAttr("dim")).getInt();
+    int64_t rank = type.getRank();
     SmallVector<int64_t> toFront{dim}, back;
     for (int64_t d = 0; d < rank; ++d)
       if (d != dim)
         toFront.push_back(d);
     // Result dimension d of the transpose back is dimension back[d] of the
-    // gathered tensor, whose dimensions are [dim, 0, .., dim-1, dim+1, ..].
+    // collective's result, whose dimensions are [dim, 0, .., dim-1, ..].
     for (int64_t d = 0; d < rank; ++d)
       back.push_back(d < dim ? d + 1 : d == dim ? 0 : d);
-    OpBuilder b(gather);
-    Location loc = gather.getLoc();
-    Value front = TransposeOp::create(b, loc, gather.getInput(), toFront);
-    auto frontType = cast<RankedTensorType>(front.getType());
-    SmallVector<int64_t> gathered(frontType.getShape());
-    gathered[0] = gather.getResult().getType().getDimSize(dim);
-    Value all = dist::AllGatherOp::create(
-        b, loc, RankedTensorType::get(gathered, frontType.getElementType()),
-        front, gather.getAxes(), b.getI64IntegerAttr(0));
-    Value result = TransposeOp::create(b, loc, all, back);
-    gather.getResult().replaceAllUsesWith(result);
-    gather.erase();
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Value front = TransposeOp::create(b, loc, op->getOperand(0), toFront);
+    SmallVector<int64_t> shape(
+        cast<RankedTensorType>(front.getType()).getShape());
+    shape[0] = resultType.getDimSize(dim);
+    auto outType = RankedTensorType::get(shape, type.getElementType());
+    auto axes = cast<ArrayAttr>(op->getAttr("axes"));
+    Value moved =
+        isa<dist::AllGatherOp>(op)
+            ? dist::AllGatherOp::create(b, loc, outType, front, axes,
+                                        b.getI64IntegerAttr(0))
+                  .getResult()
+            : dist::ReduceScatterOp::create(b, loc, outType, front, axes,
+                                            b.getI64IntegerAttr(0))
+                  .getResult();
+    Value result = TransposeOp::create(b, loc, moved, back);
+    op->getResult(0).replaceAllUsesWith(result);
+    op->erase();
   }
   return success();
 }
@@ -551,7 +575,7 @@ struct LoomLowerToRuntimePass
           << models.size();
       return signalPassFailure();
     }
-    if (failed(gatherOutermost(models.front())))
+    if (failed(collectivesOutermost(models.front())))
       return signalPassFailure();
     FailureOr<ModelLayout> layout = layoutModel(models.front());
     if (failed(layout))

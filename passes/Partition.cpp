@@ -19,7 +19,7 @@ struct Partitioner {
   ModelOp model;
   dist::MeshAttr mesh;
   MLIRContext *ctx;
-  int64_t shards = 0, gathers = 0;
+  int64_t shards = 0, gathers = 0, scatters = 0;
 
   /// How each value of the rank program is split now.
   DenseMap<Value, SmallVector<Axes>> held;
@@ -119,6 +119,46 @@ struct Partitioner {
     return cur;
   }
 
+  /// `v` is a partial sum over `partial`; the axes its recorded sharding
+  /// keeps unreduced stay so, and each other axis, which propagation put on
+  /// a dimension of `want` instead, is reduced and scattered onto it.
+  FailureOr<Value> reduceInto(Value v, ArrayRef<StringAttr> partial,
+                              ArrayRef<Axes> want, Location loc) {
+    dist::ShardingAttr recorded = getSharding(v);
+    SmallVector<Axes> have = held.lookup(v);
+    Value cur = v;
+    for (StringAttr axis : partial) {
+      if (recorded && llvm::is_contained(recorded.getUnreduced(), axis))
+        continue;
+      auto type = cast<RankedTensorType>(cur.getType());
+      OpBuilder b(ctx);
+      b.setInsertionPointAfterValue(cur);
+      auto dim = llvm::find_if(llvm::seq<int64_t>(0, want.size()), [&](int64_t d) {
+        return llvm::is_contained(want[d], axis) &&
+               !llvm::is_contained(have[d], axis);
+      });
+      if (dim == llvm::seq<int64_t>(0, want.size()).end()) {
+        cur = dist::AllReduceOp::create(b, loc, cur,
+                                        b.getStrArrayAttr({axis.getValue()}),
+                                        false);
+        held[cur] = have;
+        continue;
+      }
+      SmallVector<int64_t> shape(type.getShape());
+      if (shape[*dim] % mesh.getAxisSize(axis.getValue()) != 0)
+        return emitError(loc) << "dimension " << *dim << " of " << type
+                              << " does not divide over " << axis;
+      shape[*dim] /= mesh.getAxisSize(axis.getValue());
+      cur = dist::ReduceScatterOp::create(
+          b, loc, RankedTensorType::get(shape, type.getElementType()), cur,
+          b.getStrArrayAttr({axis.getValue()}), b.getI64IntegerAttr(*dim));
+      have[*dim].push_back(axis);
+      held[cur] = have;
+      ++scatters;
+    }
+    return cur;
+  }
+
   LogicalResult use(OpOperand &operand, ArrayRef<Axes> want) {
     Value v = operand.get();
     if (!isa<RankedTensorType>(v.getType()))
@@ -147,11 +187,10 @@ struct Partitioner {
       operandPtrs.push_back(&d);
     for (auto &d : resultDims)
       resultPtrs.push_back(&d);
-    unsigned numOperands = op->getNumOperands();
-    // The results' shardings are the decision; operands follow them.
-    SmallVector<Axes> axes =
-        factorAxes(rule, operandPtrs, resultPtrs,
-                   [&](unsigned t, int64_t) { return t >= numOperands; });
+    // The factors' axes as propagation chose them; operands follow them,
+    // and results are resharded where their recorded sharding differs.
+    SmallVector<Axes> axes = factorAxes(rule, operandPtrs, resultPtrs,
+                                        [](unsigned, int64_t) { return false; });
     for (OpOperand &o : op->getOpOperands()) {
       ArrayRef<int64_t> fs = rule.operandFactors[o.getOperandNumber()];
       if (!isa<RankedTensorType>(o.get().getType()))
@@ -178,7 +217,12 @@ struct Partitioner {
         uses.push_back(&u);
       if (failed(setLocalType(r, computed, op.getLoc())))
         return failure();
-      FailureOr<Value> resharded = reshard(r, dims, op.getLoc());
+      FailureOr<Value> reduced = reduceInto(
+          r, reductionAxes(rule, axes, r.getResultNumber()), dims,
+          op.getLoc());
+      if (failed(reduced))
+        return failure();
+      FailureOr<Value> resharded = reshard(*reduced, dims, op.getLoc());
       if (failed(resharded))
         return failure();
       for (OpOperand *u : uses)
@@ -292,6 +336,49 @@ struct Partitioner {
     return success();
   }
 
+  /// A partial sum that every use takes a block of, over the axes it was
+  /// summed over, is reduced and scattered at once: each rank receives
+  /// only its block (half the bytes of an all-reduce).
+  void fuseReduceScatters() {
+    SmallVector<dist::AllReduceOp> reduces;
+    model.walk([&](dist::AllReduceOp r) {
+      if (!r.getMax())
+        reduces.push_back(r);
+    });
+    for (dist::AllReduceOp reduce : reduces) {
+      SmallVector<dist::ShardOp> blocks;
+      int64_t dim = -1;
+      bool fits = !reduce->use_empty();
+      for (Operation *user : reduce->getUsers()) {
+        auto shard = dyn_cast<dist::ShardOp>(user);
+        if (!shard) {
+          fits = false;
+          break;
+        }
+        for (auto [d, list] : llvm::enumerate(shard.getAxes())) {
+          if (cast<ArrayAttr>(list).empty())
+            continue;
+          if (list != reduce.getAxes() || (dim >= 0 && dim != int64_t(d)))
+            fits = false;
+          dim = int64_t(d);
+        }
+        blocks.push_back(shard);
+      }
+      if (!fits || dim < 0)
+        continue;
+      OpBuilder b(reduce);
+      auto scatter = dist::ReduceScatterOp::create(
+          b, reduce.getLoc(), blocks.front().getType(), reduce.getInput(),
+          reduce.getAxes(), b.getI64IntegerAttr(dim));
+      for (dist::ShardOp shard : blocks) {
+        shard.getResult().replaceAllUsesWith(scatter.getResult());
+        shard.erase();
+      }
+      reduce.erase();
+      ++scatters;
+    }
+  }
+
   LogicalResult run() {
     model.walk([&](ShardingRuleOpInterface op) {
       rules[op] = op.getShardingRule();
@@ -312,6 +399,7 @@ struct Partitioner {
     }
     if (failed(partitionBlock(body)))
       return failure();
+    fuseReduceScatters();
     model.walk([&](Operation *op) {
       op->removeAttr(kShardingAttr);
       op->removeAttr(kArgShardingsAttr);
@@ -332,6 +420,7 @@ struct DistPartitionPass
         return signalPassFailure();
       numShards += p.shards;
       numGathers += p.gathers;
+      numReduceScatters += p.scatters;
     }
   }
 };

@@ -238,7 +238,9 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
     than it is, the value is resharded once for all such uses: axes dropped
     from a dimension are gathered (`dist.all_gather`), axes added are taken
     locally (`dist.shard`, no communication); a dimension whose axes change
-    order is gathered, then split again. Parameters, inputs and optimizer
+    order is gathered, then split again. A partial sum whose every use takes
+    a block over the axes it is summed over becomes one
+    `dist.reduce_scatter` (a weight gradient whose update is sharded). Parameters, inputs and optimizer
     state keep their whole shapes in the runtime's tables; a sharded use
     takes its block with `dist.shard`. Ops whose local computation differs
     adjust themselves through `ShardingRuleOpInterface::localize`: a
@@ -262,6 +264,8 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numShards", "shards", "dist.shard ops inserted">,
     Statistic<"numGathers", "gathers", "dist.all_gather ops inserted">,
+    Statistic<"numReduceScatters", "reduce-scatters",
+              "All-reduces whose every use takes a block, made reduce_scatters">,
   ];
 }
 

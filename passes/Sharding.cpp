@@ -37,6 +37,9 @@ factorAxes(const OpShardingRule &rule,
   size_t numFactors = rule.factorSizes.size();
   SmallVector<Axes> axes(numFactors);
   SmallVector<bool> fromFrozen(numFactors, false);
+  // How strongly the tensors hold each (factor, axis): one per dimension
+  // that has it, many for a frozen one.
+  DenseMap<std::pair<int64_t, StringAttr>, int64_t> support;
   unsigned tensor = 0;
   auto visit = [&](ArrayRef<SmallVector<int64_t>> factors,
                    ArrayRef<const SmallVector<Axes> *> dims) {
@@ -50,6 +53,8 @@ factorAxes(const OpShardingRule &rule,
           continue;
         const Axes &have = (*ds)[d];
         bool isFrozen = frozen(t, int64_t(d));
+        for (StringAttr a : have)
+          support[{f, a}] += isFrozen ? 1000 : 1;
         Axes &cand = axes[f];
         if (isPrefix(cand, have)) {
           if (!fromFrozen[f] || cand == have)
@@ -66,15 +71,27 @@ factorAxes(const OpShardingRule &rule,
   };
   visit(rule.operandFactors, operandDims);
   visit(rule.resultFactors, resultDims);
-  // An axis shards one factor of an op: the first that has it keeps it.
-  SmallVector<StringAttr> used;
-  for (Axes &cand : axes) {
+  // An axis shards one factor of an op: the factor most of the tensors
+  // (a frozen one above all) give it keeps it, the first on a tie; the
+  // others keep their axes before it.
+  auto owner = [&](StringAttr a) {
+    int64_t best = -1, most = 0;
+    for (int64_t f = 0, e = numFactors; f < e; ++f)
+      if (llvm::is_contained(axes[f], a) && support.lookup({f, a}) > most) {
+        best = f;
+        most = support.lookup({f, a});
+      }
+    return best;
+  };
+  SmallVector<size_t> keeps;
+  for (int64_t f = 0, e = numFactors; f < e; ++f) {
     size_t keep = 0;
-    while (keep < cand.size() && !llvm::is_contained(used, cand[keep]))
+    while (keep < axes[f].size() && owner(axes[f][keep]) == f)
       ++keep;
-    cand.resize(keep);
-    used.append(cand.begin(), cand.end());
+    keeps.push_back(keep);
   }
+  for (auto [cand, keep] : llvm::zip(axes, keeps))
+    cand.resize(keep);
   return axes;
 }
 

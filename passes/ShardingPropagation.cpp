@@ -399,9 +399,16 @@ struct Propagation {
         flexible.insert(r);
         continue;
       }
+      // Reduction axes that the result's dimensions also carry are reduced
+      // and scattered by the op's partition; the rest stay partial.
+      auto split = [&](StringAttr a) {
+        return llvm::any_of(states[r].dims, [&](const Axes &dim) {
+          return llvm::is_contained(dim, a);
+        });
+      };
       Axes u = *passed;
       for (StringAttr a : reductionAxes(rule, axes, r.getResultNumber()))
-        if (!llvm::is_contained(u, a))
+        if (!llvm::is_contained(u, a) && !split(a))
           u.push_back(a);
       // A value cannot be split and unreduced over one axis: the partial
       // operand is reduced first.

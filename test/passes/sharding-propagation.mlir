@@ -136,3 +136,30 @@ train.model @uneven_annotation attributes {dist.mesh = #dist.mesh<["dp" = 4]>} {
   %l = train.reduce sum %d dims [0, 1] : tensor<6x4xf32>
   train.output loss(%l : tensor<f32>) updates(%w : tensor<6x4xf32>)
 }
+
+// -----
+
+// A weight split over dp (as ZeRO does): its gradient, a partial sum over
+// dp, is needed only as the weight's block, so it is reduced and scattered
+// at once; the updated block is gathered back for the runtime's table.
+// PART-LABEL: train.model @scattered_gradient
+// PART: %[[DW:.*]] = train.matmul %{{.*}}, %{{.*}} transpose_lhs : tensor<4x16xf32>, tensor<4x4xf32>
+// PART-NEXT: %[[G:.*]] = dist.reduce_scatter %[[DW]] over ["dp"] dim 0 : tensor<16x4xf32> -> tensor<8x4xf32>
+// PART-NOT: dist.all_reduce %[[DW]]
+// PART: %[[NEW:.*]], %{{.*}} = train.sgd_update {{.*}} %[[G]]
+// PART: dist.all_gather %[[NEW]] over ["dp"] dim 0 : tensor<8x4xf32> -> tensor<16x4xf32>
+train.model @scattered_gradient attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %w = train.param "w" init(#train.init<normal, 0.25>) {dist.sharding = [#dist.sharding<[{"dp"}, {} ]>]} : tensor<16x4xf32>
+  %w_m = train.state "w.momentum" of "w" : tensor<16x4xf32>
+  %x = train.input "x" : tensor<8x16xf32>
+  %t = train.input "t" : tensor<8xi32>
+  %y = train.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32>
+  %l = train.cross_entropy %y, %t : tensor<8x4xf32>, tensor<8xi32>
+  %one = arith.constant dense<1.0> : tensor<f32>
+  %dy = train.cross_entropy_grad %y, %t, %one : tensor<8x4xf32>, tensor<8xi32>
+  %dw = train.matmul %x, %dy transpose_lhs : tensor<8x16xf32>, tensor<8x4xf32>
+  %it = train.iteration : tensor<f32>
+  %lr = train.lr_schedule #train.schedule<lr = 0.1> at %it
+  %w1, %m1 = train.sgd_update #train.sgd<momentum = 0.9> %w, %dw momentum(%w_m : tensor<16x4xf32>) lr(%lr) : tensor<16x4xf32>
+  train.output loss(%l : tensor<f32>) updates(%w1, %m1 : tensor<16x4xf32>, tensor<16x4xf32>)
+}
