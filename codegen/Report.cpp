@@ -254,6 +254,90 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
   return r;
 }
 
+void Report::setCommunication(std::vector<CommLine> lines) {
+  communication = std::move(lines);
+  double before = predictedStepSeconds;
+  communicationSeconds = 0;
+  for (const CommLine &c : communication)
+    communicationSeconds += c.seconds;
+  if (before > 0) {
+    predictedStepSeconds = computeSeconds + communicationSeconds;
+    mfu *= before / predictedStepSeconds;
+  }
+}
+
+/// Bytes the group's rank `rank` sends in the runtime's ring all-reduce of
+/// `n` f32 elements over `size` ranks: the chunks it forwards in the
+/// reduce-scatter and the all-gather halves (chunks differ by one element
+/// when `n` does not divide).
+static int64_t ringAllReduceBytes(int64_t n, int64_t size, int64_t rank) {
+  auto chunk = [&](int64_t i) { return n / size + (i < n % size ? 1 : 0); };
+  int64_t sent = 0;
+  for (int64_t s = 0; s + 1 < size; ++s)
+    sent += chunk((rank - s + size) % size) +
+            chunk((rank + 1 - s + size) % size);
+  return sent * 4;
+}
+
+std::vector<CommLine>
+loom::codegen::countCommunication(ModelOp rankProgram, const Mesh &mesh,
+                                  const std::optional<Cluster> &cluster) {
+  std::vector<CommLine> lines;
+  rankProgram.walk([&](Operation *op) {
+    Collective kind;
+    Type buffer = op->getNumOperands() ? op->getOperand(0).getType() : Type();
+    if (isa<dist::AllReduceOp>(op))
+      kind = Collective::AllReduce;
+    else if (isa<dist::AllGatherOp>(op)) {
+      kind = Collective::AllGather;
+      buffer = op->getResult(0).getType();
+    } else if (isa<dist::ReduceScatterOp>(op))
+      kind = Collective::ReduceScatter;
+    else if (isa<dist::AllToAllOp>(op))
+      kind = Collective::AllToAll;
+    else if (isa<dist::BroadcastOp>(op))
+      kind = Collective::Broadcast;
+    else
+      return;
+    auto axes = cast<ArrayAttr>(op->getAttr("axes"));
+    std::string axis;
+    int64_t size = 1;
+    for (const std::string &name : mesh.names)
+      for (StringRef a : axes.getAsValueRange<StringAttr>())
+        if (a == name) {
+          axis += (axis.empty() ? "" : "+") + name;
+          size *= mesh.size(name);
+        }
+    int64_t times = 1;
+    for (Operation *p = op->getParentOp(); p && p != rankProgram;
+         p = p->getParentOp())
+      if (auto repeat = dyn_cast<RepeatOp>(p))
+        times *= repeat.getCount();
+    auto type = cast<RankedTensorType>(buffer);
+    int64_t bytes = tensorBytes(type);
+    double sent = kind == Collective::AllReduce
+                      ? double(ringAllReduceBytes(type.getNumElements(), size, 0))
+                      : collectiveBytesSent(kind, double(bytes), size);
+    bool crosses = cluster && llvm::any_of(
+        axes.getAsValueRange<StringAttr>(), [&](StringRef a) {
+          return mesh.crossesNodes(a, cluster->devicesPerNode);
+        });
+    double seconds = cluster ? collectiveSeconds(kind, double(bytes), size,
+                                                 crosses, *cluster)
+                             : 0.0;
+    for (CommLine &line : lines)
+      if (line.kind == kind && line.axis == axis) {
+        line.bytesSent += sent * double(times);
+        line.seconds += seconds * double(times);
+        return;
+      }
+    lines.push_back({kind, axis, size, sent * double(times),
+                     seconds * double(times),
+                     "counted in the rank program"});
+  });
+  return lines;
+}
+
 llvm::json::Value Report::toJSON() const {
   llvm::json::Object memory{{"parameters", parameterBytes},
                             {"gradients", gradientBytes},

@@ -113,7 +113,20 @@ struct Report {
   }
   llvm::json::Value toJSON() const;
   void print(llvm::raw_ostream &os) const;
+  /// Replaces the planned communication by `lines` (the rank program's),
+  /// and the predicted time and MFU with it.
+  void setCommunication(std::vector<CommLine> lines);
 };
+
+/// The collectives of a partitioned model (the rank program, after
+/// dist-partition), per step, by kind and group of mesh axes (named by its
+/// axes joined with '+', as the runtime's metrics name them): the bytes the
+/// first rank of each group sends by the runtime's ring algorithms, exact
+/// (the ring's chunks included), each collective counted as many times as
+/// the repeats around it run.
+std::vector<CommLine>
+countCommunication(loom::train::ModelOp rankProgram, const Mesh &mesh,
+                   const std::optional<Cluster> &cluster);
 
 /// The report of a trained model (after the Loom pipeline) under `config`.
 /// Until sharding lands, a mesh is planned as pure data parallelism over

@@ -6,7 +6,10 @@ ZeRO paper: P = 2, G = 2, and K = 4 of fp32 master parameters plus the fp32
 optimizer state, so 16 per parameter with AdamW), the data-parallel
 gradient all-reduce (a ring: 2 (N - 1) / N of the gradient bytes sent per
 rank, and with a cluster 2 (N - 1) latencies plus those bytes over the
-inter-node bandwidth when dp exceeds a node), and the FLOPs of the GPT's
+inter-node bandwidth when dp exceeds a node; with --scalar-reductions K,
+also K all-reduces of one f32, as an fp32 rank program has for its loss and
+label counts, by the ring's exact chunks on rank 0, and a latency per
+all-reduce, one per gradient tensor and scalar), and the FLOPs of the GPT's
 matrix products, forward, backward and the per-block recompute (the
 elementwise ops add a few percent on top)."""
 import argparse
@@ -21,6 +24,9 @@ p.add_argument("--gpt", help="L,D,F,V,T,B: also check the FLOPs")
 p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
 p.add_argument("--dp", type=int, default=1)
 p.add_argument("--cluster", help="the cluster description the report used")
+p.add_argument("--scalar-reductions", type=int, default=0)
+p.add_argument("--gradient-tensors", type=int, default=1,
+               help="all-reduces of gradients (one per parameter tensor)")
 a = p.parse_args()
 r = json.load(open(a.report))
 m = r["memory_per_rank_bytes"]
@@ -39,14 +45,28 @@ for key, want in [("parameters", width * n), ("gradients", width * n),
 if r["parameter_count"] != n:
     fails.append("parameter_count")
 N = a.dp
-want_comm = {"all_reduce": {"dp": 2 * (N - 1) / N * width * n}} if N > 1 else {}
+
+
+def ring_bytes(elements, ranks):
+    """Bytes rank 0 sends in a ring all-reduce: the chunks it forwards in
+    the reduce-scatter and all-gather halves."""
+    def chunk(i):
+        return elements // ranks + (1 if i < elements % ranks else 0)
+    return 4 * sum(chunk(-s % ranks) + chunk((1 - s) % ranks) for s in range(ranks - 1))
+
+
+K = a.scalar_reductions
+gradient_bytes = 2 * (N - 1) / N * width * n
+want_comm = ({"all_reduce": {"dp": gradient_bytes + K * ring_bytes(1, N)}}
+             if N > 1 else {})
 print(f"communication: {r['communication_bytes_per_step']} formula {want_comm}")
 if r["communication_bytes_per_step"] != want_comm or r["ranks"] != N:
     fails.append("communication")
 if a.cluster and N > 1:
     c = json.load(open(a.cluster))
     link = c["inter_node"] if N > c["devices_per_node"] else c["intra_node"]
-    want = 2 * (N - 1) * link["latency"] + 2 * (N - 1) / N * width * n / link["bandwidth"]
+    want = ((a.gradient_tensors + K) * 2 * (N - 1) * link["latency"]
+            + (gradient_bytes + K * 2 * (N - 1) / N * 4) / link["bandwidth"])
     got = r["collectives"][0]["seconds"]
     print(f"all_reduce seconds: {got} formula {want}")
     if abs(got - want) > 1e-9 * want:

@@ -5,9 +5,10 @@ dp = 4, tp = 2 and tp = 4 (Megatron's column- and row-parallel layers, from
 the `auto` preset), dp = 2 x tp = 2, dp = 2 with one weight split over dp
 (its gradient reduce-scattered), and dp = 2 with 4 micro-batches, gives
 the single-rank run's losses (within 1e-5 + 1e-4 |loss|) and final
-parameters (relative norm error within 1e-4) on the same global batches. Under a PMPI wrapper, the bytes each rank sends
-equal the runtime's counters, and with 4 micro-batches a step sends one
-ring all-reduce of all the gradients (not four) plus a few scalars."""
+parameters (relative norm error within 1e-4) on the same global batches.
+Under a PMPI wrapper, the bytes each rank sends equal the runtime's counters
+and loomc --report's bytes per axis, and with 4 micro-batches a step sends
+one ring all-reduce of all the gradients (not four) plus a few scalars."""
 
 import argparse
 import json
@@ -52,6 +53,28 @@ def build(name, loomc_args):
     if r.returncode:
         sys.exit(f"loomc {' '.join(loomc_args)} failed:\n{r.stderr}")
     return exe
+
+
+def reported_bytes(name):
+    """The bytes per step and mesh axis that loomc --report-json predicts
+    for the executable `name` (built with --report-json name.json)."""
+    with open(os.path.join(work, name + ".json")) as f:
+        comm = json.load(f)["communication_bytes_per_step"]
+    out = {}
+    for by_axis in comm.values():
+        for axis, b in by_axis.items():
+            out[axis] = out.get(axis, 0) + b
+    return out
+
+
+def check_report(label, name, rows, pmpi_bytes):
+    """The report's bytes per step equal, over the run, the bytes the PMPI
+    wrapper counted on rank 0 and the runtime's counters."""
+    want = {axis: b * STEPS for axis, b in reported_bytes(name).items()}
+    got = rows[0][-1]["bytes_sent"]
+    check(f"{label}: report vs runtime bytes by axis", got == want, f"{got} vs {want}")
+    check(f"{label}: report vs PMPI bytes", pmpi_bytes.get(0) == sum(want.values()),
+          f"{pmpi_bytes.get(0)} vs {sum(want.values())}")
 
 
 def run(name, exe, ranks, pmpi=False):
@@ -108,7 +131,10 @@ reference_m4 = run("ref-m4", build("ref-m4", ["--micro-batches=4"]), 1)
 check("reference trains", reference[0][0][-1]["loss"] != reference[0][0][0]["loss"],
       f"loss {reference[0][0][0]['loss']:.4f} -> {reference[0][0][-1]['loss']:.4f}")
 
-compare("dp=2", run("dp2", build("dp2", ["--mesh", "dp=2"]), 2), reference)
+dp2 = run("dp2", build("dp2", ["--mesh", "dp=2", "--report-json",
+                               os.path.join(work, "dp2.json")]), 2, pmpi=True)
+compare("dp=2", dp2, reference)
+check_report("dp=2", "dp2", dp2[0], dp2[2])
 compare("dp=4", run("dp4", build("dp4", ["--mesh", "dp=4"]), 4), reference)
 compare("tp=2", run("tp2", build("tp2", ["--mesh", "tp=2"]), 2), reference)
 compare("tp=4", run("tp4", build("tp4", ["--mesh", "tp=4"]), 4), reference)
@@ -132,9 +158,12 @@ check("dp=2, w_fc split: the gradient is reduce-scattered", scatters == 1,
       f"{scatters} reduce_scatter")
 compare("dp=2, w_fc split", run("split", os.path.join(work, "split"), 2), reference)
 
-dp2m4 = run("dp2-m4", build("dp2-m4", ["--mesh", "dp=2", "--micro-batches=4"]), 2,
+dp2m4 = run("dp2-m4", build("dp2-m4", ["--mesh", "dp=2", "--micro-batches=4",
+                                      "--report-json",
+                                      os.path.join(work, "dp2-m4.json")]), 2,
             pmpi=True)
 compare("dp=2 M=4", dp2m4, reference_m4)
+check_report("dp=2 M=4", "dp2-m4", dp2m4[0], dp2m4[2])
 
 rows, _, pmpi_bytes = dp2m4
 for rank in range(2):

@@ -296,6 +296,7 @@ int main(int argc, char **argv) {
   std::string step = print(*module);
   if (failed(dumpPhase("1-training-step.mlir", step)))
     return 1;
+  std::optional<loom::codegen::Report> plan;
   if (report || !reportJson.empty()) {
     auto models = llvm::to_vector(module->getOps<loom::train::ModelOp>());
     if (models.size() != 1)
@@ -304,12 +305,33 @@ int main(int argc, char **argv) {
         loom::codegen::reportModel(models.front(), config, cluster);
     if (failed(r))
       return 1;
+    plan = *r;
+  }
+
+  // The rank program: shardings from the mesh, then per-rank shapes and
+  // collectives.
+  if (!meshSpec.empty() && (emit != Emit::MLIR || plan)) {
+    PassManager dist(&context);
+    dist.addPass(loom::createDistShardingPropagation(
+        loom::DistShardingPropagationOptions{meshSpec, shardingPreset}));
+    dist.addPass(loom::createDistPartition());
+    if (failed(dist.run(*module)))
+      return 1;
+  }
+
+  if (plan) {
+    // The communication of an fp32 plan is what the rank program does;
+    // a bf16 plan (not generated yet) keeps the planned figures.
+    if (!meshSpec.empty() && config.precision == loom::codegen::Precision::Fp32)
+      plan->setCommunication(loom::codegen::countCommunication(
+          *module->getOps<loom::train::ModelOp>().begin(), config.mesh,
+          cluster));
     if (report)
-      r->print(llvm::outs());
+      plan->print(llvm::outs());
     if (!reportJson.empty()) {
       std::string text;
       llvm::raw_string_ostream js(text);
-      js << llvm::formatv("{0:2}", r->toJSON()) << "\n";
+      js << llvm::formatv("{0:2}", plan->toJSON()) << "\n";
       if (failed(writeFile(reportJson, js.str())))
         return 1;
     }
@@ -318,17 +340,6 @@ int main(int argc, char **argv) {
   }
   if (emit == Emit::MLIR)
     return failed(writeFile(outputFile, step)) ? 1 : 0;
-
-  // The rank program: shardings from the mesh, then per-rank shapes and
-  // collectives.
-  if (!meshSpec.empty()) {
-    PassManager dist(&context);
-    dist.addPass(loom::createDistShardingPropagation(
-        loom::DistShardingPropagationOptions{meshSpec, shardingPreset}));
-    dist.addPass(loom::createDistPartition());
-    if (failed(dist.run(*module)))
-      return 1;
-  }
   if (failed(dumpPhase("2-rank-program.mlir", print(*module))))
     return 1;
 
