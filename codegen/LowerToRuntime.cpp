@@ -56,7 +56,7 @@ struct Emitter {
   const ModelLayout &layout;
   dist::MeshAttr mesh;
   OpBuilder b;
-  Type ctxType, bufType;
+  Type ctxType, bufType, eventType;
   std::vector<int64_t> shapeWords;
   std::map<std::vector<int64_t>, int64_t> shapeIds;
   llvm::StringMap<FunctionType> declared;
@@ -68,6 +68,10 @@ struct Emitter {
   DenseMap<Value, Value> buffers;
   DenseMap<int64_t, Value> tensorHandles;
   DenseMap<Value, Value> indices;
+  /// Repeats numbered in program order, for the trace.
+  int64_t repeats = 0;
+  /// The runtime's event of each asynchronous collective in flight.
+  DenseMap<Value, Value> events;
 
   Emitter(ModuleOp module, ModelOp model, const ModelLayout &layout)
       : module(module), model(model), layout(layout),
@@ -80,6 +84,8 @@ struct Emitter {
     MLIRContext *c = module.getContext();
     ctxType = emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_ctx"));
     bufType = emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_buf"));
+    eventType = emitc::PointerType::get(
+        emitc::OpaqueType::get(c, "loomrt_comm_event"));
   }
 
   Location loc() { return model.getLoc(); }
@@ -299,6 +305,15 @@ struct Emitter {
             dtype, i32(reduce.getMax() ? 1 : 0)});
       return success();
     }
+    if (auto start = dyn_cast<dist::AllReduceStartOp>(op)) {
+      copy(out, in, inType);
+      events[start.getResult()] =
+          call("loomrt_comm_all_reduce_async",
+               {ctx, group(start.getGroupMask(mesh)), out,
+                i64(inType.getNumElements()), dtype, i32(0)},
+               {eventType});
+      return success();
+    }
     if (auto gather = dyn_cast<dist::AllGatherOp>(op)) {
       // collectivesOutermost made the gathered dimension outermost.
       call("loomrt_comm_all_gather",
@@ -350,6 +365,9 @@ struct Emitter {
 
     Block &body = repeat.getBodyBlock();
     indices[body.getArgument(0)] = index;
+    Value repeatId = i64(repeats++);
+    Value traceIndex = arith::IndexCastOp::create(b, loc(), b.getI64Type(), index);
+    call("loomrt_trace_iteration", {ctx, repeatId, traceIndex, i32(1)});
     for (size_t i = 0; i < numCarries; ++i)
       buffers[body.getArgument(1 + i)] =
           bufferOf(repeat.getCarryResults()[i]);
@@ -364,6 +382,7 @@ struct Emitter {
       return failure();
 
     YieldOp yield = repeat.getYield();
+    call("loomrt_trace_iteration", {ctx, repeatId, traceIndex, i32(0)});
     for (auto [slice, result] :
          llvm::zip(yield.getStacked(), repeat.getStackedResults()))
       copy(view(bufferOf(result), index,
@@ -407,8 +426,13 @@ struct Emitter {
           return failure();
         continue;
       }
-      if (isa<dist::AllReduceOp, dist::AllGatherOp, dist::ReduceScatterOp,
-              dist::ShardOp>(op)) {
+      if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+        buffers[wait.getResult()] = bufferOf(wait.getInput());
+        call("loomrt_comm_wait", {ctx, events.lookup(wait.getInput())});
+        continue;
+      }
+      if (isa<dist::AllReduceOp, dist::AllReduceStartOp, dist::AllGatherOp,
+              dist::ReduceScatterOp, dist::ShardOp>(op)) {
         if (failed(emitCollective(&op)))
           return failure();
         continue;
@@ -433,6 +457,8 @@ struct Emitter {
     buffers.clear();
     tensorHandles.clear();
     indices.clear();
+    events.clear();
+    repeats = 0;
     b.setInsertionPoint(model);
     auto fn = func::FuncOp::create(
         b, loc(), name, FunctionType::get(b.getContext(), {ctxType}, {}));

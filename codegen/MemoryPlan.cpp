@@ -2,6 +2,7 @@
 
 #include "codegen/MemoryPlan.h"
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
 
 #include <algorithm>
@@ -102,12 +103,19 @@ struct Planner {
       if (it == index.end() || op.hasTrait<OpTrait::IsTerminator>())
         continue;
       int64_t at = it->second;
-      if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-        Value src = rootOf(reshape.getInput());
-        root[reshape.getResult()] = src;
+      // A reshape and the wait of an asynchronous collective are their
+      // operand's buffer under another name.
+      Value aliased;
+      if (auto reshape = dyn_cast<ReshapeOp>(op))
+        aliased = reshape.getInput();
+      else if (auto wait = dyn_cast<loom::dist::WaitOp>(op))
+        aliased = wait.getInput();
+      if (aliased) {
+        Value src = rootOf(aliased);
+        root[op.getResult(0)] = src;
         if (auto p = intervalOf.find(src); p != intervalOf.end())
           intervals[p->second].last =
-              std::max(intervals[p->second].last, lastUse(reshape, at));
+              std::max(intervals[p->second].last, lastUse(op.getResult(0), at));
         continue;
       }
       if (auto repeat = dyn_cast<RepeatOp>(op)) {

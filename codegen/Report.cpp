@@ -286,7 +286,7 @@ loom::codegen::countCommunication(ModelOp rankProgram, const Mesh &mesh,
   rankProgram.walk([&](Operation *op) {
     Collective kind;
     Type buffer = op->getNumOperands() ? op->getOperand(0).getType() : Type();
-    if (isa<dist::AllReduceOp>(op))
+    if (isa<dist::AllReduceOp, dist::AllReduceStartOp>(op))
       kind = Collective::AllReduce;
     else if (isa<dist::AllGatherOp>(op)) {
       kind = Collective::AllGather;

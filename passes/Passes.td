@@ -269,4 +269,41 @@ def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
   ];
 }
 
+def DistCommOpt : Pass<"dist-comm-opt", "::mlir::ModuleOp"> {
+  let summary = "Overlap collectives with compute";
+  let description = [{
+    Runs on the rank program (after `dist-partition`). An all-reduce of a
+    repeat's stacked result (the gradients of a stack of layers) becomes an
+    all-reduce of each slice inside the iteration that yields it, so a
+    layer's gradient reduction starts while the backward pass of the
+    earlier layers runs; an all-reduce of a gradient accumulated over
+    micro-batches stays after the loop (once per step). Then every sum
+    all-reduce becomes a `dist.all_reduce_start` right after its operand is
+    defined and a `dist.wait` right before its first use, so the runtime's
+    communication stream works while the rank computes.
+
+    ```mlir
+    %g = train.matmul %x, %dy transpose_lhs : ...
+    %r = dist.all_reduce %g over ["dp"] : tensor<16x4xf32>
+    %n = train.global_norm %other : ...
+    %u = train.sgd_update ... %r ...
+    ```
+    becomes
+    ```mlir
+    %g = train.matmul %x, %dy transpose_lhs : ...
+    %s = dist.all_reduce_start %g over ["dp"] : tensor<16x4xf32>
+    %n = train.global_norm %other : ...
+    %r = dist.wait %s : tensor<16x4xf32>
+    %u = train.sgd_update ... %r ...
+    ```
+    Gradients are not bucketed yet: each tensor is its own collective.
+  }];
+  let dependentDialects = ["::loom::dist::DistDialect"];
+  let statistics = [
+    Statistic<"numMovedIntoRepeats", "moved-into-repeats",
+              "All-reduces of stacked results made per-iteration">,
+    Statistic<"numAsync", "async", "All-reduces made asynchronous">,
+  ];
+}
+
 #endif // LOOM_PASSES_TD

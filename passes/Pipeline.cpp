@@ -17,6 +17,7 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     pm.addPass(createDistShardingPropagation(
         DistShardingPropagationOptions{options.mesh, options.sharding}));
     pm.addPass(createDistPartition());
+    pm.addPass(createDistCommOpt());
   }
 }
 

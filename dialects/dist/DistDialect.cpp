@@ -413,6 +413,31 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceStartOp::verify() {
+  MeshAttr mesh;
+  if (failed(verifyAxes(*this, getAxes(), mesh)))
+    return failure();
+  if (!isa<FloatType>(getInput().getType().getElementType()))
+    return emitOpError("reduces float tensors only, got ")
+           << getInput().getType().getElementType();
+  if (!getResult().hasOneUse() || !isa<WaitOp>(*getResult().getUsers().begin()))
+    return emitOpError("must have one use, the dist.wait that ends it");
+  return success();
+}
+
+LogicalResult WaitOp::verify() {
+  Operation *start = getInput().getDefiningOp();
+  if (!isa_and_nonnull<AllReduceStartOp>(start))
+    return emitOpError("waits for the result of an asynchronous collective, "
+                       "not for ")
+           << getInput();
+  if (start->getBlock() != (*this)->getBlock() ||
+      !start->isBeforeInBlock(*this))
+    return emitOpError("must follow the collective it waits for in the same "
+                       "block");
+  return success();
+}
+
 LogicalResult AllGatherOp::verify() {
   MeshAttr mesh;
   if (failed(verifyAxes(*this, getAxes(), mesh)))

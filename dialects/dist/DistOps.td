@@ -235,6 +235,47 @@ def Dist_CollectivePermuteOp : Dist_CollectiveOp<"collective_permute", [SameOper
   }];
 }
 
+def Dist_AllReduceStartOp : Dist_Op<"all_reduce_start", [SameOperandsAndResultType]> {
+  let summary = "Start an all_reduce that runs while the rank computes on";
+  let description = [{
+    The asynchronous form of `dist.all_reduce`: the reduction starts here
+    on the runtime's communication stream, and its result is read only
+    through the `dist.wait` that ends it, its one use, in the same block.
+    `dist-comm-opt` issues starts as early and waits as late as the
+    dependencies allow, so communication overlaps compute.
+
+    ```mlir
+    %r = dist.all_reduce_start %g over ["dp"] : tensor<16x4xf32>
+    ...
+    %s = dist.wait %r : tensor<16x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input `over` $axes attr-dict `:` type($input)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The group as the runtime's bit mask over the mesh's axes.
+    uint32_t getGroupMask(MeshAttr mesh) {
+      return mesh.getGroupMask(::llvm::to_vector(
+          getAxes().getAsRange<::mlir::StringAttr>()));
+    }
+  }];
+}
+
+def Dist_WaitOp : Dist_Op<"wait", [SameOperandsAndResultType]> {
+  let summary = "Wait for an asynchronous collective; its result";
+  let description = [{
+    The operand is the result of an asynchronous collective (such as
+    `dist.all_reduce_start`) in the same block; the result is the same
+    buffer, now complete.
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def Dist_ShardOp : Dist_Op<"shard", [Pure]> {
   let summary = "Keep this rank's block of a replicated tensor (no communication)";
   let description = [{

@@ -65,6 +65,8 @@ struct loomrt_ctx {
   std::vector<TraceEvent> trace;
   std::string tracePath;
   std::chrono::steady_clock::time_point traceStart;
+  /// Where the repeat iterations being traced began (innermost last).
+  std::vector<std::chrono::steady_clock::time_point> iterationStarts;
   /// The thread that runs collectives in issue order (host Comm.cpp).
   std::shared_ptr<void> commStream;
   /// The backend's own state (the cuda backend's device, streams, handles,

@@ -315,6 +315,7 @@ int main(int argc, char **argv) {
     dist.addPass(loom::createDistShardingPropagation(
         loom::DistShardingPropagationOptions{meshSpec, shardingPreset}));
     dist.addPass(loom::createDistPartition());
+    dist.addPass(loom::createDistCommOpt());
     if (failed(dist.run(*module)))
       return 1;
   }

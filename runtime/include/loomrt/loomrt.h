@@ -219,6 +219,12 @@ void loomrt_upload(loomrt_ctx *ctx, loomrt_buf *dst, const void *src,
 void loomrt_download(loomrt_ctx *ctx, void *dst, loomrt_buf *src,
                      int64_t bytes);
 
+/* Marks the start (begin != 0) and the end of iteration `index` of the
+   program's repeat number `repeat` on the trace, as a span named
+   "repeat R iteration I" (nothing when tracing is off). */
+void loomrt_trace_iteration(loomrt_ctx *ctx, int64_t repeat, int64_t index,
+                            int32_t begin);
+
 /*===--- Buffers ----------------------------------------------------------===*/
 
 /* The persistent tensor at `index` of the program's tensor table. */

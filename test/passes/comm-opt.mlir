@@ -1,0 +1,35 @@
+// RUN: loom-opt %s -split-input-file --dist-comm-opt | FileCheck %s
+
+// The all-reduce of a repeat's stacked result (each iteration's weight
+// gradient) moves into the iteration, where it starts as soon as the slice
+// is computed and is waited for at the end of the iteration; another
+// all-reduce starts after its operand and is waited for before its use.
+// CHECK-LABEL: train.model @layers
+// CHECK: %[[L:.*]] = train.reduce sum %{{.*}} dims [0, 1, 2]
+// CHECK-NEXT: %[[LS:.*]] = dist.all_reduce_start %[[L]] over ["dp"] : tensor<f32>
+// CHECK: train.repeat 4
+// CHECK: %[[G:.*]] = train.matmul %{{.*}} transpose_lhs
+// CHECK-NEXT: %[[S:.*]] = dist.all_reduce_start %[[G]] over ["dp"] : tensor<16x4xf32>
+// CHECK-NEXT: train.exp
+// CHECK-NEXT: %[[W:.*]] = dist.wait %[[S]] : tensor<16x4xf32>
+// CHECK-NEXT: train.yield carry(%{{.*}} : tensor<f32>) stacked(%[[W]] : tensor<16x4xf32>)
+// CHECK-NOT: dist.all_reduce
+// CHECK: %[[LW:.*]] = dist.wait %[[LS]] : tensor<f32>
+// CHECK-NEXT: train.add %[[LW]]
+train.model @layers attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %w = train.param "w" init(#train.init<zeros>) : tensor<16x4xf32>
+  %xs = train.input "x" : tensor<4x2x16xf32>
+  %l = train.reduce sum %xs dims [0, 1, 2] : tensor<4x2x16xf32>
+  %lr = dist.all_reduce %l over ["dp"] : tensor<f32>
+  %c, %g = train.repeat 4 carry(%l : tensor<f32>) stacked(%xs : tensor<4x2x16xf32>) invariant(%w : tensor<16x4xf32>) : (tensor<f32>) stacked(tensor<4x16x4xf32>) {
+  ^bb0(%i: index, %ci: tensor<f32>, %xi: tensor<2x16xf32>, %wi: tensor<16x4xf32>):
+    %y = train.matmul %xi, %wi : tensor<2x16xf32>, tensor<16x4xf32>
+    %gi = train.matmul %xi, %y transpose_lhs : tensor<2x16xf32>, tensor<2x4xf32>
+    %e = train.exp %y : tensor<2x4xf32>
+    train.yield carry(%ci : tensor<f32>) stacked(%gi : tensor<16x4xf32>)
+  }
+  %r = dist.all_reduce %g over ["dp"] : tensor<4x16x4xf32>
+  %n = train.reduce sum %r dims [0, 1, 2] : tensor<4x16x4xf32>
+  %t = train.add %lr, %n : tensor<f32>, tensor<f32>
+  train.output loss(%t : tensor<f32>)
+}
