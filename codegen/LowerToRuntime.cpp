@@ -56,7 +56,7 @@ struct Emitter {
   const ModelLayout &layout;
   dist::MeshAttr mesh;
   OpBuilder b;
-  Type ctxType, bufType, eventType;
+  Type ctxType, bufType, eventType, bucketType;
   std::vector<int64_t> shapeWords;
   std::map<std::vector<int64_t>, int64_t> shapeIds;
   llvm::StringMap<FunctionType> declared;
@@ -70,8 +70,9 @@ struct Emitter {
   DenseMap<Value, Value> indices;
   /// Repeats numbered in program order, for the trace.
   int64_t repeats = 0;
-  /// The runtime's event of each asynchronous collective in flight.
-  DenseMap<Value, Value> events;
+  /// The runtime's event of each asynchronous collective in flight (keyed
+  /// by its first result), or its bucket when it reduces several tensors.
+  DenseMap<Value, Value> events, bucketsInFlight;
 
   Emitter(ModuleOp module, ModelOp model, const ModelLayout &layout)
       : module(module), model(model), layout(layout),
@@ -86,6 +87,8 @@ struct Emitter {
     bufType = emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_buf"));
     eventType = emitc::PointerType::get(
         emitc::OpaqueType::get(c, "loomrt_comm_event"));
+    bucketType = emitc::PointerType::get(
+        emitc::OpaqueType::get(c, "loomrt_comm_bucket"));
   }
 
   Location loc() { return model.getLoc(); }
@@ -306,12 +309,27 @@ struct Emitter {
       return success();
     }
     if (auto start = dyn_cast<dist::AllReduceStartOp>(op)) {
-      copy(out, in, inType);
-      events[start.getResult()] =
-          call("loomrt_comm_all_reduce_async",
-               {ctx, group(start.getGroupMask(mesh)), out,
-                i64(inType.getNumElements()), dtype, i32(0)},
-               {eventType});
+      if (start.getInputs().size() == 1) {
+        copy(out, in, inType);
+        events[start.getResult(0)] =
+            call("loomrt_comm_all_reduce_async",
+                 {ctx, group(start.getGroupMask(mesh)), out,
+                  i64(inType.getNumElements()), dtype, i32(0)},
+                 {eventType});
+        return success();
+      }
+      Value bucket = call("loomrt_comm_bucket_create", {ctx}, {bucketType});
+      for (auto [input, result] :
+           llvm::zip(start.getInputs(), start.getResults())) {
+        Value buf = result == start.getResult(0) ? out : defineBuffer(result);
+        copy(buf, bufferOf(input), input.getType());
+        call("loomrt_comm_bucket_add",
+             {ctx, bucket, buf,
+              i64(cast<RankedTensorType>(input.getType()).getNumElements())});
+      }
+      call("loomrt_comm_bucket_all_reduce_async",
+           {ctx, bucket, group(start.getGroupMask(mesh)), dtype});
+      bucketsInFlight[start.getResult(0)] = bucket;
       return success();
     }
     if (auto gather = dyn_cast<dist::AllGatherOp>(op)) {
@@ -427,8 +445,15 @@ struct Emitter {
         continue;
       }
       if (auto wait = dyn_cast<dist::WaitOp>(op)) {
-        buffers[wait.getResult()] = bufferOf(wait.getInput());
-        call("loomrt_comm_wait", {ctx, events.lookup(wait.getInput())});
+        for (auto [result, input] :
+             llvm::zip(wait.getResults(), wait.getInputs()))
+          buffers[result] = bufferOf(input);
+        Operation *start = wait.getStart();
+        if (Value event = events.lookup(start->getResult(0)))
+          call("loomrt_comm_wait", {ctx, event});
+        else
+          call("loomrt_comm_bucket_wait",
+               {ctx, bucketsInFlight.lookup(start->getResult(0))});
         continue;
       }
       if (isa<dist::AllReduceOp, dist::AllReduceStartOp, dist::AllGatherOp,
@@ -458,6 +483,7 @@ struct Emitter {
     tensorHandles.clear();
     indices.clear();
     events.clear();
+    bucketsInFlight.clear();
     repeats = 0;
     b.setInsertionPoint(model);
     auto fn = func::FuncOp::create(

@@ -105,17 +105,15 @@ struct Planner {
       int64_t at = it->second;
       // A reshape and the wait of an asynchronous collective are their
       // operand's buffer under another name.
-      Value aliased;
-      if (auto reshape = dyn_cast<ReshapeOp>(op))
-        aliased = reshape.getInput();
-      else if (auto wait = dyn_cast<loom::dist::WaitOp>(op))
-        aliased = wait.getInput();
-      if (aliased) {
-        Value src = rootOf(aliased);
-        root[op.getResult(0)] = src;
-        if (auto p = intervalOf.find(src); p != intervalOf.end())
-          intervals[p->second].last =
-              std::max(intervals[p->second].last, lastUse(op.getResult(0), at));
+      if (isa<ReshapeOp, loom::dist::WaitOp>(op)) {
+        for (auto [result, operand] :
+             llvm::zip(op.getResults(), op.getOperands())) {
+          Value src = rootOf(operand);
+          root[result] = src;
+          if (auto p = intervalOf.find(src); p != intervalOf.end())
+            intervals[p->second].last =
+                std::max(intervals[p->second].last, lastUse(result, at));
+        }
         continue;
       }
       if (auto repeat = dyn_cast<RepeatOp>(op)) {

@@ -313,10 +313,17 @@ loom::codegen::countCommunication(ModelOp rankProgram, const Mesh &mesh,
          p = p->getParentOp())
       if (auto repeat = dyn_cast<RepeatOp>(p))
         times *= repeat.getCount();
-    auto type = cast<RankedTensorType>(buffer);
-    int64_t bytes = tensorBytes(type);
+    // A bucket of several tensors is one collective over all of them.
+    int64_t elements = 0, bytes = 0;
+    SmallVector<Type> buffers{buffer};
+    if (isa<dist::AllReduceStartOp>(op))
+      buffers.assign(op->getOperandTypes().begin(), op->getOperandTypes().end());
+    for (Type t : buffers) {
+      elements += cast<RankedTensorType>(t).getNumElements();
+      bytes += tensorBytes(t);
+    }
     double sent = kind == Collective::AllReduce
-                      ? double(ringAllReduceBytes(type.getNumElements(), size, 0))
+                      ? double(ringAllReduceBytes(elements, size, 0))
                       : collectiveBytesSent(kind, double(bytes), size);
     bool crosses = cluster && llvm::any_of(
         axes.getAsValueRange<StringAttr>(), [&](StringRef a) {
@@ -329,11 +336,12 @@ loom::codegen::countCommunication(ModelOp rankProgram, const Mesh &mesh,
       if (line.kind == kind && line.axis == axis) {
         line.bytesSent += sent * double(times);
         line.seconds += seconds * double(times);
+        line.count += times;
         return;
       }
     lines.push_back({kind, axis, size, sent * double(times),
-                     seconds * double(times),
-                     "counted in the rank program"});
+                     seconds * double(times), "counted in the rank program",
+                     times});
   });
   return lines;
 }
@@ -363,6 +371,7 @@ llvm::json::Value Report::toJSON() const {
                                              {"group_size", c.groupSize},
                                              {"bytes_sent", c.bytesSent},
                                              {"seconds", c.seconds},
+                                             {"count", c.count},
                                              {"what", c.what}});
   }
   llvm::json::Object mesh;
@@ -438,8 +447,9 @@ void Report::print(llvm::raw_ostream &os) const {
     os << "  communication per step and rank:\n";
   for (const CommLine &c : communication) {
     os << "    " << collectiveName(c.kind) << " over " << c.axis << " ("
-       << c.groupSize << " ranks): " << gigabytes(int64_t(c.bytesSent))
-       << " sent";
+       << c.groupSize << " ranks): " << c.count
+       << (c.count == 1 ? " collective, " : " collectives, ")
+       << gigabytes(int64_t(c.bytesSent)) << " sent";
     if (cluster)
       os << llvm::format(", %.4g s", c.seconds);
     os << "   (" << c.what << ")\n";

@@ -81,6 +81,7 @@ struct CommLine {
   double bytesSent; // per rank
   double seconds;   // 0 without a cluster
   std::string what;
+  int64_t count = 1; // collectives per step (each pays its ring's latencies)
 };
 
 struct Report {

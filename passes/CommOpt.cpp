@@ -50,21 +50,91 @@ void makeAsync(dist::AllReduceOp reduce) {
     b.setInsertionPointAfter(def);
   else
     b.setInsertionPointToStart(block);
-  auto start = dist::AllReduceStartOp::create(b, reduce.getLoc(), input,
-                                              reduce.getAxes());
+  auto start = dist::AllReduceStartOp::create(
+      b, reduce.getLoc(), TypeRange{input.getType()}, ValueRange{input},
+      reduce.getAxes());
   Operation *firstUse = block->getTerminator();
   for (Operation *user : reduce->getUsers())
     if (Operation *anc = block->findAncestorOpInBlock(*user);
         anc && anc->isBeforeInBlock(firstUse))
       firstUse = anc;
   b.setInsertionPoint(firstUse);
-  auto wait = dist::WaitOp::create(b, reduce.getLoc(), start.getResult());
-  reduce.getResult().replaceAllUsesWith(wait.getResult());
+  auto wait = dist::WaitOp::create(b, reduce.getLoc(),
+                                   TypeRange{input.getType()},
+                                   start.getResults());
+  reduce.getResult().replaceAllUsesWith(wait.getResult(0));
   reduce.erase();
+}
+
+/// Merges a block's starts over the same axes into buckets of at most
+/// `cap` bytes: a bucket starts where its last member would and is waited
+/// where its first use needs it, so a member joins only while the bucket's
+/// start can still precede every member's wait.
+int64_t bucket(Block &block, int64_t cap) {
+  int64_t merged = 0;
+  SmallVector<dist::AllReduceStartOp> group;
+  int64_t bytes = 0;
+  auto waitOf = [](dist::AllReduceStartOp s) {
+    return cast<dist::WaitOp>(*s.getResult(0).getUsers().begin());
+  };
+  auto flush = [&]() {
+    if (group.size() > 1) {
+      dist::AllReduceStartOp last = group.back();
+      Operation *firstWait = waitOf(group.front());
+      SmallVector<Value> inputs;
+      SmallVector<Type> types;
+      for (dist::AllReduceStartOp s : group) {
+        inputs.push_back(s.getInputs()[0]);
+        types.push_back(s.getInputs()[0].getType());
+        if (waitOf(s)->isBeforeInBlock(firstWait))
+          firstWait = waitOf(s);
+      }
+      OpBuilder b(last);
+      auto start = dist::AllReduceStartOp::create(b, last.getLoc(), types,
+                                                  inputs, last.getAxes());
+      b.setInsertionPoint(firstWait);
+      auto wait = dist::WaitOp::create(b, last.getLoc(), types,
+                                       start.getResults());
+      for (auto [i, s] : llvm::enumerate(group)) {
+        dist::WaitOp old = waitOf(s);
+        old.getResult(0).replaceAllUsesWith(wait.getResult(i));
+        old.erase();
+        s.erase();
+      }
+      merged += int64_t(group.size()) - 1;
+    }
+    group.clear();
+    bytes = 0;
+  };
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    for (Region &region : op.getRegions())
+      for (Block &inner : region)
+        merged += bucket(inner, cap);
+    auto start = dyn_cast<dist::AllReduceStartOp>(op);
+    if (!start || start.getInputs().size() != 1)
+      continue;
+    auto type = cast<RankedTensorType>(start.getInputs()[0].getType());
+    int64_t size = type.getNumElements() *
+                   int64_t(type.getElementTypeBitWidth() / 8);
+    bool fits = !group.empty() && group.front().getAxes() == start.getAxes() &&
+                cast<RankedTensorType>(group.front().getInputs()[0].getType())
+                        .getElementType() == type.getElementType() &&
+                bytes + size <= cap &&
+                llvm::all_of(group, [&](dist::AllReduceStartOp s) {
+                  return start->isBeforeInBlock(waitOf(s));
+                });
+    if (!fits)
+      flush();
+    group.push_back(start);
+    bytes += size;
+  }
+  flush();
+  return merged;
 }
 
 struct DistCommOptPass
     : public loom::impl::DistCommOptBase<DistCommOptPass> {
+  using Base::Base;
   void runOnOperation() override {
     SmallVector<dist::AllReduceOp> reduces;
     getOperation().walk([&](dist::AllReduceOp r) { reduces.push_back(r); });
@@ -79,6 +149,8 @@ struct DistCommOptPass
       makeAsync(r);
       ++numAsync;
     }
+    for (train::ModelOp model : getOperation().getOps<train::ModelOp>())
+      numBucketed += bucket(model.getBody().front(), bucketBytes);
   }
 };
 

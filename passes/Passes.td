@@ -296,13 +296,23 @@ def DistCommOpt : Pass<"dist-comm-opt", "::mlir::ModuleOp"> {
     %r = dist.wait %s : tensor<16x4xf32>
     %u = train.sgd_update ... %r ...
     ```
-    Gradients are not bucketed yet: each tensor is its own collective.
+    Last, starts over the same axes are merged into buckets of at most
+    `bucket-bytes` (as PyTorch DDP's buckets, 25 MiB by default): one
+    collective and one ring's latencies for many small gradients. A bucket
+    starts where its last member would, so a member joins only while that
+    still precedes every member's wait.
   }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "25 << 20",
+           "Largest bucket of all-reduces merged into one collective">,
+  ];
   let dependentDialects = ["::loom::dist::DistDialect"];
   let statistics = [
     Statistic<"numMovedIntoRepeats", "moved-into-repeats",
               "All-reduces of stacked results made per-iteration">,
     Statistic<"numAsync", "async", "All-reduces made asynchronous">,
+    Statistic<"numBucketed", "bucketed",
+              "All-reduces merged into another's bucket">,
   ];
 }
 

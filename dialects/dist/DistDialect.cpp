@@ -417,20 +417,29 @@ LogicalResult AllReduceStartOp::verify() {
   MeshAttr mesh;
   if (failed(verifyAxes(*this, getAxes(), mesh)))
     return failure();
-  if (!isa<FloatType>(getInput().getType().getElementType()))
-    return emitOpError("reduces float tensors only, got ")
-           << getInput().getType().getElementType();
-  if (!getResult().hasOneUse() || !isa<WaitOp>(*getResult().getUsers().begin()))
-    return emitOpError("must have one use, the dist.wait that ends it");
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor");
+  for (Value v : getInputs())
+    if (!isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
+      return emitOpError("reduces float tensors only, got ") << v.getType();
+  Operation *wait = nullptr;
+  for (Value r : getResults()) {
+    if (!r.hasOneUse() || !isa<WaitOp>(*r.getUsers().begin()) ||
+        (wait && wait != *r.getUsers().begin()))
+      return emitOpError("results must have one use, the one dist.wait that "
+                         "ends the collective");
+    wait = *r.getUsers().begin();
+  }
   return success();
 }
 
 LogicalResult WaitOp::verify() {
-  Operation *start = getInput().getDefiningOp();
+  Operation *start = getStart();
   if (!isa_and_nonnull<AllReduceStartOp>(start))
-    return emitOpError("waits for the result of an asynchronous collective, "
-                       "not for ")
-           << getInput();
+    return emitOpError("waits for the results of an asynchronous collective");
+  if (getInputs() != start->getResults())
+    return emitOpError("must wait for all the results of its collective, in "
+                       "order");
   if (start->getBlock() != (*this)->getBlock() ||
       !start->isBeforeInBlock(*this))
     return emitOpError("must follow the collective it waits for in the same "

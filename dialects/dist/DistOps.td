@@ -235,24 +235,25 @@ def Dist_CollectivePermuteOp : Dist_CollectiveOp<"collective_permute", [SameOper
   }];
 }
 
-def Dist_AllReduceStartOp : Dist_Op<"all_reduce_start", [SameOperandsAndResultType]> {
-  let summary = "Start an all_reduce that runs while the rank computes on";
+def Dist_AllReduceStartOp : Dist_Op<"all_reduce_start", [AllTypesMatch<["inputs", "results"]>]> {
+  let summary = "Start all-reduces that run while the rank computes on";
   let description = [{
-    The asynchronous form of `dist.all_reduce`: the reduction starts here
-    on the runtime's communication stream, and its result is read only
-    through the `dist.wait` that ends it, its one use, in the same block.
+    The asynchronous form of `dist.all_reduce`, over one or several tensors
+    at once (a bucket: one collective, one ring's latencies): the reduction
+    starts here on the runtime's communication stream, and its results are
+    read only through the one `dist.wait` that ends it, in the same block.
     `dist-comm-opt` issues starts as early and waits as late as the
     dependencies allow, so communication overlaps compute.
 
     ```mlir
-    %r = dist.all_reduce_start %g over ["dp"] : tensor<16x4xf32>
+    %r:2 = dist.all_reduce_start %g, %h over ["dp"] : tensor<16x4xf32>, tensor<4xf32>
     ...
-    %s = dist.wait %r : tensor<16x4xf32>
+    %s:2 = dist.wait %r#0, %r#1 : tensor<16x4xf32>, tensor<4xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes);
-  let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = "$input `over` $axes attr-dict `:` type($input)";
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, StrArrayAttr:$axes);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = "$inputs `over` $axes attr-dict `:` type($inputs)";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The group as the runtime's bit mask over the mesh's axes.
@@ -263,16 +264,22 @@ def Dist_AllReduceStartOp : Dist_Op<"all_reduce_start", [SameOperandsAndResultTy
   }];
 }
 
-def Dist_WaitOp : Dist_Op<"wait", [SameOperandsAndResultType]> {
-  let summary = "Wait for an asynchronous collective; its result";
+def Dist_WaitOp : Dist_Op<"wait", [AllTypesMatch<["inputs", "results"]>]> {
+  let summary = "Wait for an asynchronous collective; its results";
   let description = [{
-    The operand is the result of an asynchronous collective (such as
-    `dist.all_reduce_start`) in the same block; the result is the same
-    buffer, now complete.
+    The operands are the results of one asynchronous collective (such as
+    `dist.all_reduce_start`), all of them in order, in the same block; the
+    results are the same buffers, now complete.
   }];
-  let arguments = (ins AnyRankedTensor:$input);
-  let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let extraClassDeclaration = [{
+    /// The collective this wait ends.
+    ::mlir::Operation *getStart() {
+      return getInputs().empty() ? nullptr : getInputs()[0].getDefiningOp();
+    }
+  }];
   let hasVerifier = 1;
 }
 

@@ -33,3 +33,28 @@ train.model @layers attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
   %t = train.add %lr, %n : tensor<f32>, tensor<f32>
   train.output loss(%t : tensor<f32>)
 }
+
+// -----
+
+// Starts over the same axes are bucketed: one collective for the two
+// gradients, started where the later one is ready and waited where the
+// first result is needed; a bucket never starts after a member's wait.
+// CHECK-LABEL: train.model @bucket
+// CHECK: %[[A:.*]] = train.matmul %{{.*}} transpose_lhs : tensor<2x16xf32>, tensor<2x4xf32>
+// CHECK: %[[B:.*]] = train.reduce sum
+// CHECK-NEXT: %[[S:.*]]:2 = dist.all_reduce_start %[[A]], %[[B]] over ["dp"] : tensor<16x4xf32>, tensor<f32>
+// CHECK-NEXT: %[[W:.*]]:2 = dist.wait %[[S]]#0, %[[S]]#1 : tensor<16x4xf32>, tensor<f32>
+// CHECK-NOT: dist.all_reduce_start
+// CHECK: train.output
+train.model @bucket attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %w = train.param "w" init(#train.init<zeros>) : tensor<16x4xf32>
+  %x = train.input "x" : tensor<2x16xf32>
+  %y = train.matmul %x, %w : tensor<2x16xf32>, tensor<16x4xf32>
+  %g = train.matmul %x, %y transpose_lhs : tensor<2x16xf32>, tensor<2x4xf32>
+  %gr = dist.all_reduce %g over ["dp"] : tensor<16x4xf32>
+  %l = train.reduce sum %y dims [0, 1] : tensor<2x4xf32>
+  %lr = dist.all_reduce %l over ["dp"] : tensor<f32>
+  %n = train.reduce sum %gr dims [0, 1] : tensor<16x4xf32>
+  %t = train.add %lr, %n : tensor<f32>, tensor<f32>
+  train.output loss(%t : tensor<f32>) updates(%gr : tensor<16x4xf32>)
+}

@@ -205,6 +205,20 @@ loomrt_comm_event *loomrt_comm_recv_async(loomrt_ctx *ctx, uint32_t group,
                                           loomrt_buf *data, int64_t count,
                                           int32_t dtype, int32_t peer);
 
+/* A bucket: several f32 buffers all-reduced as one collective (one ring's
+   latencies for all of them). Buffers are added, the reduction started
+   (the buffers are packed into a staging buffer, stream-ordered), and
+   loomrt_comm_bucket_wait waits for it, unpacks the results into the
+   buffers and frees the bucket. */
+typedef struct loomrt_comm_bucket loomrt_comm_bucket;
+loomrt_comm_bucket *loomrt_comm_bucket_create(loomrt_ctx *ctx);
+void loomrt_comm_bucket_add(loomrt_ctx *ctx, loomrt_comm_bucket *bucket,
+                            loomrt_buf *data, int64_t count);
+void loomrt_comm_bucket_all_reduce_async(loomrt_ctx *ctx,
+                                         loomrt_comm_bucket *bucket,
+                                         uint32_t group, int32_t dtype);
+void loomrt_comm_bucket_wait(loomrt_ctx *ctx, loomrt_comm_bucket *bucket);
+
 /* A context for programs that call the API directly (tests, tools); the
    generated executables get theirs from loomrt_main. */
 loomrt_ctx *loomrt_create(void);

@@ -75,3 +75,15 @@ train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2, "dp" = 2]>} {
   %l = train.reduce sum %x dims [0] : tensor<8xf32>
   train.output loss(%l : tensor<f32>)
 }
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %x = train.input "x" : tensor<8xf32>
+  %y = train.input "y" : tensor<4xf32>
+  // expected-error @below {{results must have one use, the one dist.wait that ends the collective}}
+  %s:2 = dist.all_reduce_start %x, %y over ["dp"] : tensor<8xf32>, tensor<4xf32>
+  %a = dist.wait %s#0 : tensor<8xf32>
+  %l = train.reduce sum %a dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}

@@ -24,6 +24,10 @@ train.model @collectives attributes {dist.mesh = #dist.mesh<["dp" = 2, "tp" = 2]
   %p = dist.collective_permute %x over ["tp"] pairs [0, 1, 1, 0] : tensor<8x8xf32>
   // CHECK: dist.shard %{{.*}} axes {{\[}}["dp"], ["tp"]] : tensor<8x8xf32> -> tensor<4x4xf32>
   %s = dist.shard %x axes [["dp"], ["tp"] ] : tensor<8x8xf32> -> tensor<4x4xf32>
+  // CHECK: %[[S:.*]]:2 = dist.all_reduce_start %{{.*}}, %{{.*}} over ["dp"] : tensor<8x8xf32>, tensor<4x8xf32>
+  // CHECK-NEXT: dist.wait %[[S]]#0, %[[S]]#1 : tensor<8x8xf32>, tensor<4x8xf32>
+  %st:2 = dist.all_reduce_start %x, %r over ["dp"] : tensor<8x8xf32>, tensor<4x8xf32>
+  %wt:2 = dist.wait %st#0, %st#1 : tensor<8x8xf32>, tensor<4x8xf32>
   %l = train.reduce sum %a dims [0, 1] : tensor<8x8xf32>
   %lw = train.reduce sum %w dims [0, 1] : tensor<8x8xf32>
   %loss = train.add %l, %lw : tensor<f32>, tensor<f32>
