@@ -36,6 +36,10 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
       llvm::cl::desc("Annotations to start sharding propagation from: none, "
                      "dp, megatron or auto"),
       llvm::cl::init("auto")};
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("Megatron sequence parallelism on the tp axis"),
+      llvm::cl::init(false)};
   Option<bool> optimizer{*this, "optimizer",
                          llvm::cl::desc("Add the optimizer step after the "
                                         "backward pass"),

@@ -200,7 +200,13 @@ def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleO
     row-parallel and the other column-parallel (the MLP), and one fed by an
     op that combines several activations on those features (attention's
     heads) is row-parallel (the output projection); `auto` is both, for
-    the axes the mesh has.
+    the axes the mesh has. The preset's weight splits are frozen, as a
+    user's annotations are. With `sequence-parallel`, the residual stream
+    between blocks (each repeat's carries, [batch, sequence, ...]) is split
+    along the sequence over `tp` as in Megatron-LM's sequence parallelism:
+    the norms, dropouts and residual adds work on a block of the sequence,
+    column-parallel layers gather it and row-parallel layers reduce-scatter
+    onto it.
 
     ```mlir
     train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
@@ -219,6 +225,8 @@ def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleO
            "The mesh, AXIS=SIZE,... outermost first (sets the model's dist.mesh)">,
     Option<"preset", "preset", "std::string", "\"none\"",
            "Annotations to start from: none, dp, megatron or auto">,
+    Option<"sequenceParallel", "sequence-parallel", "bool", "false",
+           "Split the residual stream between blocks along the sequence over tp">,
   ];
   let dependentDialects = ["::loom::dist::DistDialect"];
   let statistics = [

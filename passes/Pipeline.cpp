@@ -15,7 +15,8 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     pm.addPass(createTrainOptimizer());
   if (!options.mesh.empty()) {
     pm.addPass(createDistShardingPropagation(
-        DistShardingPropagationOptions{options.mesh, options.sharding}));
+        DistShardingPropagationOptions{options.mesh, options.sharding,
+                                       options.sequenceParallel}));
     pm.addPass(createDistPartition());
     pm.addPass(createDistCommOpt());
   }

@@ -27,6 +27,7 @@ struct Propagation {
   dist::MeshAttr mesh;
   Propagation(ModelOp model, dist::MeshAttr mesh) : model(model), mesh(mesh) {}
   int64_t conflicts = 0, sweeps = 0, reductions = 0;
+  bool sequenceParallel = false;
 
   struct State {
     SmallVector<Axes> dims;
@@ -257,10 +258,38 @@ struct Propagation {
         auto colRule = cast<ShardingRuleOpInterface>(column).getShardingRule();
         std::optional<Linear> col =
             asLinear(cast<ShardingRuleOpInterface>(column), colRule);
-        if (!offer(column->getOperand(1), col->out, tp))
+        if (!pin(column->getOperand(1), col->out, tp))
           return;
       }
-      offer(op->getOperand(1), row->in, tp);
+      pin(op->getOperand(1), row->in, tp);
+    });
+  }
+
+  /// Offers `axes` to dimension `d` of `v` and freezes it there, as a
+  /// user's annotation would be: the preset's weight splits win conflicts.
+  bool pin(Value v, int64_t d, ArrayRef<StringAttr> axes) {
+    if (!offer(v, d, axes))
+      return false;
+    states[v].frozen[d] = true;
+    return true;
+  }
+
+  /// Megatron-LM's sequence parallelism: the residual stream between
+  /// blocks (the carries of repeats, [batch, sequence, ...]) split along
+  /// the sequence over `tp`, so the norms, dropouts and residual adds
+  /// outside the tensor-parallel layers work on a block of the sequence;
+  /// the column-parallel layers then gather the sequence and the
+  /// row-parallel ones reduce-scatter onto it.
+  void presetSequenceParallel() {
+    if (mesh.getAxisIndex("tp") < 0)
+      return;
+    Axes tp{StringAttr::get(model.getContext(), "tp")};
+    model.walk([&](RepeatOp repeat) {
+      for (Value carry : repeat.getCarries()) {
+        auto type = cast<RankedTensorType>(carry.getType());
+        if (type.getRank() >= 3 && isa<FloatType>(type.getElementType()))
+          offer(carry, 1, tp);
+      }
     });
   }
 
@@ -525,6 +554,8 @@ struct Propagation {
       presetDataParallel();
     if (preset == "megatron" || preset == "auto")
       presetMegatron();
+    if (sequenceParallel)
+      presetSequenceParallel();
 
     bool forward = true;
     for (int idle = 0; idle < 2 && sweeps < 1000; ++sweeps, forward = !forward)
@@ -625,6 +656,7 @@ struct DistShardingPropagationPass
       if (!meshAttr)
         continue;
       Propagation p(model, meshAttr);
+      p.sequenceParallel = sequenceParallel;
       if (failed(p.run(preset)))
         return signalPassFailure();
       numConflicts += p.conflicts;

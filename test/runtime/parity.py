@@ -2,7 +2,7 @@
 """Data- and tensor-parallel parity: the parity GPT (8 layers, 4 heads,
 dropout on, AdamW with global-norm clipping) trained for 10 steps on dp = 2,
 dp = 4, tp = 2 and tp = 4 (Megatron's column- and row-parallel layers, from
-the `auto` preset), dp = 2 x tp = 2, dp = 2 with one weight split over dp
+the `auto` preset), tp = 2 with sequence parallelism, dp = 2 x tp = 2, dp = 2 with one weight split over dp
 (its gradient reduce-scattered), and dp = 2 with 4 micro-batches, gives
 the single-rank run's losses (within 1e-5 + 1e-4 |loss|) and final
 parameters (relative norm error within 1e-4) on the same global batches.
@@ -138,6 +138,9 @@ check_report("dp=2", "dp2", dp2[0], dp2[2])
 compare("dp=4", run("dp4", build("dp4", ["--mesh", "dp=4"]), 4), reference)
 compare("tp=2", run("tp2", build("tp2", ["--mesh", "tp=2"]), 2), reference)
 compare("tp=4", run("tp4", build("tp4", ["--mesh", "tp=4"]), 4), reference)
+compare("tp=2 sequence-parallel",
+        run("tp2sp", build("tp2sp", ["--mesh", "tp=2", "--sequence-parallel"]), 2),
+        reference)
 compare("dp=2 x tp=2", run("dp2tp2", build("dp2tp2", ["--mesh", "dp=2,tp=2"]), 4),
         reference)
 

@@ -83,6 +83,12 @@ static cl::opt<std::string> meshSpec(
              "so far"),
     cl::value_desc("AXIS=N,..."), cl::cat(loomcCategory));
 
+static cl::opt<bool> sequenceParallel(
+    "sequence-parallel",
+    cl::desc("Megatron sequence parallelism on the 'tp' axis: the residual "
+             "stream split along the sequence between tensor-parallel layers"),
+    cl::cat(loomcCategory));
+
 static cl::opt<std::string> shardingPreset(
     "sharding",
     cl::desc("Annotations to start sharding propagation from: dp (the batch "
@@ -313,7 +319,8 @@ int main(int argc, char **argv) {
   if (!meshSpec.empty() && (emit != Emit::MLIR || plan)) {
     PassManager dist(&context);
     dist.addPass(loom::createDistShardingPropagation(
-        loom::DistShardingPropagationOptions{meshSpec, shardingPreset}));
+        loom::DistShardingPropagationOptions{meshSpec, shardingPreset,
+                                             sequenceParallel}));
     dist.addPass(loom::createDistPartition());
     dist.addPass(loom::createDistCommOpt());
     if (failed(dist.run(*module)))
