@@ -156,9 +156,10 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
   if (failed(layout))
     return failure();
   for (const std::string &axis : config.mesh.names)
-    if (axis != "dp" && config.mesh.size(axis) > 1)
-      return model.emitError("the report plans data parallelism (the 'dp' "
-                             "axis) only so far; mesh axis '")
+    if (axis != "dp" && axis != "tp" && config.mesh.size(axis) > 1)
+      return model.emitError("the report plans data and tensor parallelism "
+                             "(the 'dp' and 'tp' axes) only so far; mesh "
+                             "axis '")
              << axis << "' is not modelled yet";
   Report r;
   r.model = model.getSymName().str();
@@ -252,6 +253,42 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
     r.mfu = modelFlops / (r.predictedStepSeconds * peak);
   }
   return r;
+}
+
+LogicalResult Report::useRankProgram(ModelOp rank) {
+  FailureOr<ModelLayout> layout = layoutModel(rank);
+  if (failed(layout))
+    return failure();
+  Block &body = rank.getBody().front();
+  int64_t arena =
+      planMemory(body, layout->stepOps, layout->stepPersistent).peakBytes;
+  // The gradients in the arena are what the updates consume, each as this
+  // rank holds it.
+  int64_t gradients = 0;
+  rank.walk([&](Operation *op) {
+    if (auto u = dyn_cast<SGDUpdateOp>(op))
+      gradients += tensorBytes(u.getGrad().getType());
+    else if (auto u = dyn_cast<AdamWUpdateOp>(op))
+      gradients += tensorBytes(u.getGrad().getType());
+  });
+  arenaPeakBytes = std::max<int64_t>(arena - gradients, 0);
+  activationsFromRankProgram = true;
+  if (!cluster)
+    return success();
+  double peak = config.precision == Precision::Bf16 ? cluster->peakFlopsBf16
+                                                    : cluster->peakFlopsFp32;
+  double seconds = 0;
+  for (Operation &op : body)
+    if (auto cost = dyn_cast<CostOpInterface>(op))
+      seconds += std::max(double(cost.getFlops()) / peak,
+                          double(cost.getBytesRead() + cost.getBytesWritten()) /
+                              cluster->memoryBandwidth);
+  computeSeconds = seconds;
+  predictedStepSeconds = computeSeconds + communicationSeconds;
+  double modelFlops = 6.0 * double(parameterCount) * double(tokensPerStep) /
+                      double(ranks);
+  mfu = modelFlops / (predictedStepSeconds * peak);
+  return success();
 }
 
 void Report::setCommunication(std::vector<CommLine> lines) {
@@ -435,7 +472,9 @@ void Report::print(llvm::raw_ostream &os) const {
      << "    activations (peak)  " << gigabytes(arenaPeakBytes)
      << "   (the step's arena less the gradients: activations and "
         "temporaries";
-  if (dp > 1 || bf16)
+  if (activationsFromRankProgram)
+    os << "; the rank program's plan";
+  else if (dp > 1 || bf16)
     os << "; the one-rank fp32 plan" << (dp > 1 ? " over dp" : "")
        << (bf16 ? ", halved for bf16" : "");
   os << ")\n"

@@ -141,8 +141,11 @@ compare("tp=4", run("tp4", build("tp4", ["--mesh", "tp=4"]), 4), reference)
 compare("tp=2 sequence-parallel",
         run("tp2sp", build("tp2sp", ["--mesh", "tp=2", "--sequence-parallel"]), 2),
         reference)
-compare("dp=2 x tp=2", run("dp2tp2", build("dp2tp2", ["--mesh", "dp=2,tp=2"]), 4),
-        reference)
+dp2tp2 = run("dp2tp2", build("dp2tp2", ["--mesh", "dp=2,tp=2", "--report-json",
+                                       os.path.join(work, "dp2tp2.json")]), 4,
+             pmpi=True)
+compare("dp=2 x tp=2", dp2tp2, reference)
+check_report("dp=2 x tp=2", "dp2tp2", dp2tp2[0], dp2tp2[2])
 
 # A weight annotated as split over dp (ZeRO's layout for one tensor): its
 # gradient is reduced and scattered, its update gathered back.

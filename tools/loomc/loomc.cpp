@@ -330,10 +330,16 @@ int main(int argc, char **argv) {
   if (plan) {
     // The communication of an fp32 plan is what the rank program does;
     // a bf16 plan (not generated yet) keeps the planned figures.
-    if (!meshSpec.empty() && config.precision == loom::codegen::Precision::Fp32)
-      plan->setCommunication(loom::codegen::countCommunication(
-          *module->getOps<loom::train::ModelOp>().begin(), config.mesh,
-          cluster));
+    if (!meshSpec.empty() &&
+        config.precision == loom::codegen::Precision::Fp32) {
+      auto rank = *module->getOps<loom::train::ModelOp>().begin();
+      plan->setCommunication(
+          loom::codegen::countCommunication(rank, config.mesh, cluster));
+      // A mesh that splits more than the batch: activations and time are
+      // the rank program's, not the one-rank plan's over dp.
+      if (config.mesh.size("tp") > 1 && failed(plan->useRankProgram(rank)))
+        return 1;
+    }
     if (report)
       plan->print(llvm::outs());
     if (!reportJson.empty()) {
