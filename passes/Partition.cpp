@@ -189,8 +189,9 @@ struct Partitioner {
       resultPtrs.push_back(&d);
     // The factors' axes as propagation chose them; operands follow them,
     // and results are resharded where their recorded sharding differs.
-    SmallVector<Axes> axes = factorAxes(rule, operandPtrs, resultPtrs,
-                                        [](unsigned, int64_t) { return false; });
+    SmallVector<Axes> axes = factorAxes(
+        rule, operandPtrs, resultPtrs,
+        [](unsigned, int64_t) -> int64_t { return 1; });
     for (OpOperand &o : op->getOpOperands()) {
       ArrayRef<int64_t> fs = rule.operandFactors[o.getOperandNumber()];
       if (!isa<RankedTensorType>(o.get().getType()))

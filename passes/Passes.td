@@ -177,8 +177,10 @@ def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleO
     `ShardingRuleOpInterface` maps its dimensions to factors: the axes of a
     factor pass between the operands and results that share it, a
     need-replication factor never gets any, and where two tensors disagree
-    the longer compatible list wins, else a frozen one, else the first
-    operand's (deterministic; counted as a conflict). A `train.repeat` is
+    the longer compatible list wins, else the stronger (a closed
+    annotation over a propagated one, a higher priority `pN` over a lower),
+    else the first operand's (deterministic; counted as a conflict); an
+    axis that two factors of an op claim goes to the one its tensors favour. A `train.repeat` is
     one body: its operands, block arguments, yields and results share their
     shardings, so a 96-layer stack is partitioned once.
 

@@ -33,12 +33,13 @@ SmallVector<Axes>
 factorAxes(const OpShardingRule &rule,
            ArrayRef<const SmallVector<Axes> *> operandDims,
            ArrayRef<const SmallVector<Axes> *> resultDims,
-           function_ref<bool(unsigned, int64_t)> frozen, int64_t *conflicts) {
+           function_ref<int64_t(unsigned, int64_t)> strength,
+           int64_t *conflicts) {
   size_t numFactors = rule.factorSizes.size();
   SmallVector<Axes> axes(numFactors);
-  SmallVector<bool> fromFrozen(numFactors, false);
-  // How strongly the tensors hold each (factor, axis): one per dimension
-  // that has it, many for a frozen one.
+  // The strength of the dimension each factor's axes come from.
+  SmallVector<int64_t> held(numFactors, 0);
+  // How strongly the tensors hold each (factor, axis), summed.
   DenseMap<std::pair<int64_t, StringAttr>, int64_t> support;
   unsigned tensor = 0;
   auto visit = [&](ArrayRef<SmallVector<int64_t>> factors,
@@ -52,27 +53,32 @@ factorAxes(const OpShardingRule &rule,
             rule.factorKinds[f] == FactorKind::NeedReplication)
           continue;
         const Axes &have = (*ds)[d];
-        bool isFrozen = frozen(t, int64_t(d));
+        int64_t s = strength(t, int64_t(d));
         for (StringAttr a : have)
-          support[{f, a}] += isFrozen ? 1000 : 1;
+          support[{f, a}] += s;
         Axes &cand = axes[f];
         if (isPrefix(cand, have)) {
-          if (!fromFrozen[f] || cand == have)
+          if (held[f] < kFrozen || s >= held[f]) {
             cand = have;
-        } else if (!isPrefix(have, cand)) {
+            held[f] = std::max(held[f], s);
+          }
+        } else if (isPrefix(have, cand)) {
+          held[f] = std::max(held[f], std::min(s, kFrozen - 1));
+        } else {
           if (conflicts)
             ++*conflicts;
-          if (isFrozen && !fromFrozen[f])
+          if (s > held[f]) {
             cand = have;
+            held[f] = s;
+          }
         }
-        fromFrozen[f] = fromFrozen[f] || (isFrozen && cand == have);
       }
     }
   };
   visit(rule.operandFactors, operandDims);
   visit(rule.resultFactors, resultDims);
-  // An axis shards one factor of an op: the factor most of the tensors
-  // (a frozen one above all) give it keeps it, the first on a tie; the
+  // An axis shards one factor of an op: the factor its tensors' summed
+  // strengths favour (a frozen one above all) keeps it, the first on a tie; the
   // others keep their axes before it.
   auto owner = [&](StringAttr a) {
     int64_t best = -1, most = 0;

@@ -23,17 +23,28 @@ dist::ShardingAttr getSharding(mlir::Value v);
 bool isPrefix(llvm::ArrayRef<mlir::StringAttr> a,
               llvm::ArrayRef<mlir::StringAttr> b);
 
+/// How strongly a dimension holds its axes in a conflict: an open one
+/// (propagated) 1; a closed annotation at least kFrozen, more the higher
+/// its priority (p0 the highest).
+constexpr int64_t kFrozen = 1000;
+inline int64_t annotationStrength(int64_t priority) {
+  return kFrozen + (priority >= 0 ? 100 - std::min<int64_t>(priority, 99) : 0);
+}
+
 /// The axes that shard each factor of `rule`, given the per-dimension axes
-/// of the op's operands and results (null entries: not tensors). Where
-/// tensors disagree on a factor the longer of two prefix-compatible lists
-/// wins, else the first tensor's (in operand, then result order), unless
-/// another's is frozen; an axis serves one factor only; need-replication
-/// factors get none. `conflicts` counts the disagreements.
+/// of the op's operands and results (null entries: not tensors) and how
+/// strongly each holds them (`strength` of tensor t, operands first, and
+/// dimension d). Where tensors disagree on a factor the longer of two
+/// prefix-compatible lists wins unless a stronger dimension holds the
+/// shorter, else the strongest, else the first tensor's; an axis serves one
+/// factor only, the one its tensors' summed strengths favour (the first
+/// factor on a tie); need-replication factors get none. `conflicts` counts
+/// the disagreements.
 llvm::SmallVector<Axes>
 factorAxes(const train::OpShardingRule &rule,
            llvm::ArrayRef<const llvm::SmallVector<Axes> *> operandDims,
            llvm::ArrayRef<const llvm::SmallVector<Axes> *> resultDims,
-           llvm::function_ref<bool(unsigned tensor, int64_t dim)> frozen,
+           llvm::function_ref<int64_t(unsigned tensor, int64_t dim)> strength,
            int64_t *conflicts = nullptr);
 
 /// The axes over which result `result` is unreduced because the factors

@@ -32,6 +32,8 @@ struct Propagation {
   struct State {
     SmallVector<Axes> dims;
     SmallVector<bool> frozen;
+    /// Annotations' priorities (-1: none).
+    SmallVector<int64_t> priority;
   };
   DenseMap<Value, State> states;
 
@@ -44,11 +46,12 @@ struct Propagation {
     State &s = states[v];
     s.dims.resize(t.getRank());
     s.frozen.assign(t.getRank(), false);
+    s.priority.assign(t.getRank(), -1);
   }
 
   /// The axes of each factor of `rule` as `op`'s tensors have them now;
-  /// with `honourFrozen`, a frozen dimension wins a conflict (and the
-  /// conflicts are counted).
+  /// with `honourFrozen`, a frozen dimension (the higher its priority, the
+  /// stronger) wins a conflict, and the conflicts are counted.
   SmallVector<Axes> currentFactorAxes(Operation *op,
                                       const OpShardingRule &rule,
                                       bool honourFrozen) {
@@ -61,9 +64,11 @@ struct Propagation {
     unsigned numOperands = op->getNumOperands();
     return factorAxes(
         rule, all.take_front(numOperands), all.drop_front(numOperands),
-        [&](unsigned t, int64_t d) {
-          return honourFrozen && tracked(tensors[t]) &&
-                 states.find(tensors[t])->second.frozen[d];
+        [&](unsigned t, int64_t d) -> int64_t {
+          if (!honourFrozen || !tracked(tensors[t]))
+            return 1;
+          const State &s = states.find(tensors[t])->second;
+          return s.frozen[d] ? annotationStrength(s.priority[d]) : 1;
         },
         honourFrozen ? &conflicts : nullptr);
   }
@@ -105,6 +110,7 @@ struct Propagation {
     for (int64_t d = 0; d < type.getRank(); ++d) {
       s.dims[d] = sharding.getDimAxes(d);
       s.frozen[d] = !sharding.getOpen()[d];
+      s.priority[d] = sharding.getPriorities()[d];
     }
     return success();
   }

@@ -163,3 +163,25 @@ train.model @scattered_gradient attributes {dist.mesh = #dist.mesh<["dp" = 2]>} 
   %w1, %m1 = train.sgd_update #train.sgd<momentum = 0.9> %w, %dw momentum(%w_m : tensor<16x4xf32>) lr(%lr) : tensor<16x4xf32>
   train.output loss(%l : tensor<f32>) updates(%w1, %m1 : tensor<16x4xf32>, tensor<16x4xf32>)
 }
+
+// -----
+
+// Conflicting annotations with priorities: the add's operands split
+// different dimensions over dp; the higher priority (p0) keeps the axis and
+// the other operand is resharded.
+// CHECK-LABEL: train.model @priorities
+// CHECK: train.add {{.*}} {dist.sharding = [#dist.sharding<[{}, {"dp"}]>]}
+// PART-LABEL: train.model @priorities
+// PART: %[[A:.*]] = dist.shard %{{.*}} axes {{\[}}["dp"], []]
+// PART-NEXT: %[[G:.*]] = dist.all_gather %[[A]] over ["dp"] dim 0 : tensor<4x8xf32> -> tensor<8x8xf32>
+// PART-NEXT: %[[S:.*]] = dist.shard %[[G]] axes {{\[}}[], ["dp"]] : tensor<8x8xf32> -> tensor<8x4xf32>
+// PART: train.add %[[S]], %{{.*}} : tensor<8x4xf32>, tensor<8x4xf32>
+train.model @priorities attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %w = train.param "w" init(#train.init<zeros>) : tensor<8x8xf32>
+  %a = train.input "a" {dist.sharding = [#dist.sharding<[{"dp"}p1, {} ]>]} : tensor<8x8xf32>
+  %b = train.input "b" {dist.sharding = [#dist.sharding<[{}, {"dp"}p0 ]>]} : tensor<8x8xf32>
+  %c = train.add %a, %b : tensor<8x8xf32>, tensor<8x8xf32>
+  %d = train.mul %c, %w : tensor<8x8xf32>, tensor<8x8xf32>
+  %l = train.reduce sum %d dims [0, 1] : tensor<8x8xf32>
+  train.output loss(%l : tensor<f32>) updates(%w : tensor<8x8xf32>)
+}
