@@ -46,6 +46,15 @@ FailureOr<ModelLayout> loom::codegen::layoutModel(ModelOp model) {
   ModelLayout layout;
   auto add = [&](Value v, TensorEntry entry) {
     entry.type = cast<RankedTensorType>(v.getType());
+    Operation *def = v.getDefiningOp();
+    auto global = def->getAttrOfType<DenseI64ArrayAttr>("dist.global_shape");
+    auto groups = def->getAttrOfType<DenseI64ArrayAttr>("dist.shard_groups");
+    if (global && groups) {
+      entry.globalShape.assign(global.asArrayRef().begin(),
+                               global.asArrayRef().end());
+      entry.shardGroups.assign(groups.asArrayRef().begin(),
+                               groups.asArrayRef().end());
+    }
     layout.tensors.push_back(entry);
     int64_t index = layout.tensors.size() - 1;
     layout.stepPersistent[v] = index;

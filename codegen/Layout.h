@@ -25,6 +25,10 @@ struct TensorEntry {
   double initValue = 0.0;
   /// For integer inputs: the exclusive bound of their values, 0 if unknown.
   int64_t bound = 0;
+  /// For a tensor stored as a rank's block: the whole tensor's shape and,
+  /// per dimension, the runtime group that selects the block; empty
+  /// otherwise.
+  llvm::SmallVector<int64_t> globalShape, shardGroups;
 };
 
 struct ModelLayout {

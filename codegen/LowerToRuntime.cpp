@@ -519,17 +519,23 @@ struct Emitter {
     if (failed(evalBytes))
       return failure();
 
+    // The tensor table's shapes go into the shape table too, so it is
+    // written after them.
+    std::ostringstream descriptors;
+    for (const TensorEntry &t : layout.tensors) {
+      int32_t dtype = dtypeOf(t.type.getElementType());
+      descriptors << "  {" << cString(t.name) << ", " << t.role << ", "
+                  << dtype << ", " << shapeId(t.type.getShape()) << ", "
+                  << t.init << ", " << t.initValue << ", " << t.bound << ", "
+                  << shapeId(t.globalShape) << ", " << shapeId(t.shardGroups)
+                  << "},\n";
+    }
     std::ostringstream tables;
     tables << "static const int64_t loom_shapes[] = {";
     for (size_t i = 0; i < shapeWords.size(); ++i)
       tables << (i ? ", " : "") << shapeWords[i];
-    tables << "};\nstatic const loomrt_tensor_desc loom_tensors[] = {\n";
-    for (const TensorEntry &t : layout.tensors) {
-      int32_t dtype = dtypeOf(t.type.getElementType());
-      tables << "  {" << cString(t.name) << ", " << t.role << ", " << dtype
-             << ", " << shapeId(t.type.getShape()) << ", " << t.init << ", "
-             << t.initValue << ", " << t.bound << "},\n";
-    }
+    tables << "};\nstatic const loomrt_tensor_desc loom_tensors[] = {\n"
+           << descriptors.str();
     tables << "};\nstatic const char *const loom_axis_names[] = {";
     for (auto [i, name] : llvm::enumerate(mesh.getNames()))
       tables << (i ? ", " : "") << cString(name.getValue());

@@ -273,6 +273,15 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
   });
   arenaPeakBytes = std::max<int64_t>(arena - gradients, 0);
   activationsFromRankProgram = true;
+  // Model states as the rank stores them (split parameters as blocks).
+  parameterBytes = optimizerStateBytes = 0;
+  for (Operation &op : body) {
+    if (auto p = dyn_cast<ParamOp>(op))
+      parameterBytes += tensorBytes(p.getType());
+    else if (auto s = dyn_cast<StateOp>(op))
+      optimizerStateBytes += tensorBytes(s.getType());
+  }
+  gradientBytes = gradients;
   if (!cluster)
     return success();
   double peak = config.precision == Precision::Bf16 ? cluster->peakFlopsBf16

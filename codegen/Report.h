@@ -117,9 +117,10 @@ struct Report {
   /// Replaces the planned communication by `lines` (the rank program's),
   /// and the predicted time and MFU with it.
   void setCommunication(std::vector<CommLine> lines);
-  /// Takes the activations (the rank program's arena less the gradients it
-  /// holds) and the per-op roofline time from the rank program: what a mesh
-  /// that splits more than the batch needs.
+  /// Takes the model states (as the rank stores them), the activations (the
+  /// rank program's arena less the gradients it holds) and the per-op
+  /// roofline time from the rank program: what a mesh that splits more than
+  /// the batch needs.
   llvm::LogicalResult useRankProgram(loom::train::ModelOp rank);
   bool activationsFromRankProgram = false;
 };

@@ -319,10 +319,18 @@ struct Partitioner {
       if (isa<YieldOp>(op))
         continue;
       if (auto output = dyn_cast<OutputOp>(op)) {
-        // The runtime holds whole tensors: the loss and the updates.
+        // The loss and gradients are whole; each update is stored as the
+        // value it replaces.
+        DenseMap<OpOperand *, SmallVector<Axes>> wants;
+        for (auto [o, carried] :
+             llvm::zip(output.getUpdatesMutable(), model.getStateOps()))
+          wants[&o] = held.lookup(carried->getResult(0));
         for (OpOperand &o : output->getOpOperands()) {
           auto type = cast<RankedTensorType>(o.get().getType());
-          if (failed(use(o, SmallVector<Axes>(type.getRank()))))
+          SmallVector<Axes> want = wants.lookup(&o);
+          if (want.size() != size_t(type.getRank()))
+            want.assign(type.getRank(), Axes{});
+          if (failed(use(o, want)))
             return failure();
         }
         continue;
@@ -385,12 +393,31 @@ struct Partitioner {
       rules[op] = op.getShardingRule();
     });
     Block &body = model.getBody().front();
-    // What the runtime stores is whole; a sharded use takes its block.
+    // Parameters and optimizer state split over axes in device order are
+    // stored as this rank's block (the runtime initializes, loads and
+    // exports them by global index); inputs, and what cannot be stored so,
+    // are whole, and a sharded use takes its block.
     for (Operation &op : llvm::make_early_inc_range(body)) {
       if (!isa<ParamOp, InputOp, StateOp, IterationOp>(op))
         continue;
       Value v = op.getResult(0);
       SmallVector<Axes> dims = recorded(v);
+      if (isa<ParamOp, StateOp>(op) &&
+          llvm::all_of(dims, [&](const Axes &a) {
+            return mesh.isInDeviceOrder(a);
+          }) &&
+          llvm::any_of(dims, [](const Axes &a) { return !a.empty(); })) {
+        auto type = cast<RankedTensorType>(v.getType());
+        SmallVector<int64_t> groups;
+        for (const Axes &a : dims)
+          groups.push_back(mesh.getGroupMask(a));
+        op.setAttr(kGlobalShapeAttr,
+                   DenseI64ArrayAttr::get(ctx, type.getShape()));
+        op.setAttr(kShardGroupsAttr, DenseI64ArrayAttr::get(ctx, groups));
+        if (failed(setLocalType(v, dims, op.getLoc())))
+          return failure();
+        continue;
+      }
       held[v] = SmallVector<Axes>(dims.size());
       if (failed(reshard(v, dims, op.getLoc())))
         return failure();

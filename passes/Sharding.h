@@ -14,6 +14,11 @@ using Axes = llvm::SmallVector<mlir::StringAttr>;
 /// the index) of a train.repeat's body.
 constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
 constexpr llvm::StringLiteral kArgShardingsAttr = "dist.arg_shardings";
+/// On a parameter or optimizer state stored as a rank's block: the whole
+/// tensor's shape, and per dimension the runtime group that selects the
+/// block (what the runtime needs to initialize, load and export it).
+constexpr llvm::StringLiteral kGlobalShapeAttr = "dist.global_shape";
+constexpr llvm::StringLiteral kShardGroupsAttr = "dist.shard_groups";
 
 /// The sharding recorded for `v` (a result or a repeat's block argument),
 /// or null.

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "ShapeMath.h"
 
 #include "llvm/Support/JSON.h"
 
@@ -201,6 +202,29 @@ std::string readFile(const std::string &path) {
 
 /// Reads the tensors of `role` (parameters or inputs) from a safetensors
 /// file; each must be there with the model's shape and element type.
+/// The shape of the whole tensor `d` (its own shape unless it is stored as
+/// a rank's block).
+Shape wholeShape(loomrt_ctx *ctx, const loomrt_tensor_desc &d) {
+  Shape global = shapeOf(ctx, d.global_shape);
+  return global.rank ? global : shapeOf(ctx, d.shape);
+}
+
+/// Where the block of `d` that world rank `rank` holds lies in the whole
+/// tensor (ShardIndex for any rank, not only this one).
+ShardIndex blockOf(loomrt_ctx *ctx, const loomrt_tensor_desc &d, int rank) {
+  ShardIndex index = shardIndex(ctx, d.shape, d.global_shape, d.shard_groups);
+  Shape groups = shapeOf(ctx, d.shard_groups);
+  std::vector<int64_t> coords = coordinates(ctx, rank);
+  for (int32_t dim = 0; dim < index.rank; ++dim) {
+    int64_t coordinate = 0;
+    for (size_t a = 0; a < coords.size(); ++a)
+      if (groups[dim] & (int64_t(1) << a))
+        coordinate = coordinate * ctx->meshSizes[a] + coords[a];
+    index.offset[dim] = coordinate * index.local[dim];
+  }
+  return index;
+}
+
 void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
   std::string bytes = readFile(path);
   if (bytes.size() < 8)
@@ -229,7 +253,7 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
     const char *dtype = d.dtype == LOOMRT_I32 ? "I32" : "F32";
     if (e->getString("dtype") != dtype)
       fail("'" + path + "': tensor '" + d.name + "' must be " + dtype);
-    Shape s = shapeOf(ctx, d.shape);
+    Shape s = wholeShape(ctx, d);
     const llvm::json::Array *shape = e->getArray("shape");
     bool same = shape && int64_t(shape->size()) == s.rank;
     for (int64_t i = 0; same && i < s.rank; ++i)
@@ -243,12 +267,62 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
     int64_t want = s.numel() * elementBytes(d.dtype);
     if (begin < 0 || end - begin != want || size_t(end) > dataSize)
       fail("'" + path + "': tensor '" + d.name + "' has bad data offsets");
-    backend::upload(ctx, ctx->tensors[t], data + begin, want);
+    Shape local = shapeOf(ctx, d.shape);
+    if (local.numel() == s.numel()) {
+      backend::upload(ctx, ctx->tensors[t], data + begin, want);
+      continue;
+    }
+    // This rank's block of the whole tensor.
+    int64_t size = elementBytes(d.dtype);
+    ShardIndex index = shardIndex(ctx, d.shape, d.global_shape, d.shard_groups);
+    std::vector<char> block(size_t(local.numel() * size));
+    for (int64_t i = 0; i < local.numel(); ++i)
+      std::memcpy(block.data() + i * size,
+                  data + begin + index.global(i) * size, size_t(size));
+    backend::upload(ctx, ctx->tensors[t], block.data(),
+                    int64_t(block.size()));
   }
 }
 
+/// The whole of parameter `t` on the host: its own buffer, or, when it is
+/// stored as blocks, every rank's block gathered (a collective: every rank
+/// calls it) and put in place.
+std::vector<char> wholeTensor(loomrt_ctx *ctx, int64_t t) {
+  const loomrt_tensor_desc &d = ctx->program->tensors[t];
+  int64_t n = shapeOf(ctx, d.shape).numel(), whole = wholeShape(ctx, d).numel();
+  std::vector<char> host(size_t(whole * 4));
+  if (n == whole) {
+    backend::download(ctx, host.data(), ctx->tensors[t], whole * 4);
+    return host;
+  }
+  uint32_t everyone = (1u << ctx->meshSizes.size()) - 1;
+  char *gathered = allocate(ctx, int64_t(ctx->world) * n * 4);
+  loomrt_comm_all_gather(ctx, everyone,
+                         reinterpret_cast<loomrt_buf *>(gathered),
+                         reinterpret_cast<loomrt_buf *>(ctx->tensors[t]), n,
+                         LOOMRT_F32);
+  std::vector<float> blocks(size_t(ctx->world * n));
+  backend::download(ctx, blocks.data(), gathered, int64_t(blocks.size() * 4));
+  release(ctx, gathered, int64_t(ctx->world) * n * 4);
+  float *out = reinterpret_cast<float *>(host.data());
+  for (int rank = 0; rank < ctx->world; ++rank) {
+    ShardIndex index = blockOf(ctx, d, rank);
+    for (int64_t i = 0; i < n; ++i)
+      out[index.global(i)] = blocks[size_t(rank * n + i)];
+  }
+  return host;
+}
+
+/// Writes the parameters, whole, as safetensors; every rank takes part (the
+/// blocks of split parameters are gathered), rank 0 writes.
 void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
   const loomrt_program *p = ctx->program;
+  std::vector<std::vector<char>> tensors;
+  for (int64_t t = 0; t < p->num_tensors; ++t)
+    if (p->tensors[t].role == LOOMRT_PARAM)
+      tensors.push_back(wholeTensor(ctx, t));
+  if (ctx->rank != 0)
+    return;
   llvm::json::Object header;
   int64_t offset = 0;
   std::vector<int64_t> order;
@@ -256,7 +330,7 @@ void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
     const loomrt_tensor_desc &d = p->tensors[t];
     if (d.role != LOOMRT_PARAM)
       continue;
-    Shape s = shapeOf(ctx, d.shape);
+    Shape s = wholeShape(ctx, d);
     llvm::json::Array shape;
     for (int64_t i = 0; i < s.rank; ++i)
       shape.push_back(s[i]);
@@ -280,11 +354,8 @@ void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
   uint64_t size = text.size();
   out.write(reinterpret_cast<const char *>(&size), 8);
   out.write(text.data(), std::streamsize(text.size()));
-  for (int64_t t : order) {
-    std::vector<char> host(size_t(shapeOf(ctx, p->tensors[t].shape).numel() * 4));
-    backend::download(ctx, host.data(), ctx->tensors[t], int64_t(host.size()));
+  for (const std::vector<char> &host : tensors)
     out.write(host.data(), std::streamsize(host.size()));
-  }
   if (!out)
     fail("error writing '" + path + "'");
 }
@@ -305,8 +376,11 @@ void initialize(loomrt_ctx *ctx, const loomrt_tensor_desc &d, char *buf) {
   }
   float *x = host.data();
   uint64_t key = hashString(d.name) ^ hash64(ctx->seed);
+  // Keyed by the element's index in the whole tensor, so a block is exactly
+  // the slice of the unsplit parameter.
+  ShardIndex index = shardIndex(ctx, d.shape, d.global_shape, d.shard_groups);
   for (int64_t i = 0; i < n; ++i) {
-    uint64_t k = key ^ hash64(uint64_t(i) * 0x9e3779b97f4a7c15ULL + 1);
+    uint64_t k = key ^ hash64(uint64_t(index.global(i)) * 0x9e3779b97f4a7c15ULL + 1);
     switch (d.init) {
     case LOOMRT_INIT_NORMAL:
       x[i] = float(d.init_value * normal(k));
@@ -634,7 +708,7 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
   }
   if (metrics)
     std::fclose(metrics);
-  if (!o.exportTo.empty() && lead)
+  if (!o.exportTo.empty())
     exportSafetensors(&ctx, o.exportTo);
   std::printf("loom: done: loss %.4f -> %.4f", firstLoss, lastLoss);
   if (o.evalEvery)

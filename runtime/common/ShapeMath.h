@@ -83,7 +83,9 @@ inline ShardIndex shardIndex(loomrt_ctx *ctx, int64_t localShape,
     return index;
   if (global.rank != local.rank || groups.rank != local.rank ||
       local.rank > ShardIndex::kMaxRank)
-    fail("a sharded tensor's global shape and groups do not match its rank");
+    fail("a sharded tensor's global shape and groups do not match its rank (" +
+         std::to_string(local.rank) + ", " + std::to_string(global.rank) +
+         ", " + std::to_string(groups.rank) + ")");
   index.rank = int32_t(local.rank);
   int64_t stride = 1;
   for (int64_t d = local.rank - 1; d >= 0; --d) {

@@ -3,12 +3,12 @@
 
 // The Megatron MLP from the preset: the first linear layer column-parallel
 // (its output features over tp, the bias with them), the second
-// row-parallel; the forward pass has exactly one collective, the all_reduce
+// row-parallel, each stored as this rank's block; the forward pass has exactly one collective, the all_reduce
 // of the second layer's partial sums, and no gather.
 // CHECK-LABEL: train.model @mlp
-// CHECK: %[[W1:.*]] = dist.shard %{{.*}} axes {{\[}}[], ["tp"]] : tensor<16x32xf32> -> tensor<16x16xf32>
-// CHECK: %[[B1:.*]] = dist.shard %{{.*}} axes {{\[}}["tp"]] : tensor<32xf32> -> tensor<16xf32>
-// CHECK: %[[W2:.*]] = dist.shard %{{.*}} axes {{\[}}["tp"], []] : tensor<32x16xf32> -> tensor<16x16xf32>
+// CHECK: %[[W1:.*]] = train.param "w1" {{.*}} {dist.global_shape = array<i64: 16, 32>, dist.shard_groups = array<i64: 0, 1>} : tensor<16x16xf32>
+// CHECK: %[[B1:.*]] = train.param "b1" {{.*}} {dist.global_shape = array<i64: 32>, dist.shard_groups = array<i64: 1>} : tensor<16xf32>
+// CHECK: %[[W2:.*]] = train.param "w2" {{.*}} {dist.global_shape = array<i64: 32, 16>, dist.shard_groups = array<i64: 1, 0>} : tensor<16x16xf32>
 // CHECK-NOT: dist.all_reduce
 // CHECK-NOT: dist.all_gather
 // CHECK: %[[H:.*]] = train.matmul %{{.*}}, %[[W1]] : tensor<8x16xf32>, tensor<16x16xf32>
@@ -40,9 +40,9 @@ train.model @mlp attributes {dist.mesh = #dist.mesh<["tp" = 2]>} {
 // The same MLP with the weights annotated by hand and no preset: the same
 // rank program (the bias and every activation follow by propagation).
 // ANNOTATED-LABEL: train.model @annotated
-// ANNOTATED: %[[W1:.*]] = dist.shard %{{.*}} axes {{\[}}[], ["tp"]] : tensor<16x32xf32> -> tensor<16x16xf32>
-// ANNOTATED: %[[B1:.*]] = dist.shard %{{.*}} axes {{\[}}["tp"]] : tensor<32xf32> -> tensor<16xf32>
-// ANNOTATED: %[[W2:.*]] = dist.shard %{{.*}} axes {{\[}}["tp"], []] : tensor<32x16xf32> -> tensor<16x16xf32>
+// ANNOTATED: %[[W1:.*]] = train.param "w1" {{.*}} {dist.global_shape = array<i64: 16, 32>, dist.shard_groups = array<i64: 0, 1>} : tensor<16x16xf32>
+// ANNOTATED: %[[B1:.*]] = train.param "b1" {{.*}} {dist.global_shape = array<i64: 32>, dist.shard_groups = array<i64: 1>} : tensor<16xf32>
+// ANNOTATED: %[[W2:.*]] = train.param "w2" {{.*}} {dist.global_shape = array<i64: 32, 16>, dist.shard_groups = array<i64: 1, 0>} : tensor<16x16xf32>
 // ANNOTATED-NOT: dist.all_reduce
 // ANNOTATED-NOT: dist.all_gather
 // ANNOTATED: %[[Y:.*]] = train.matmul %{{.*}}, %[[W2]] : tensor<8x16xf32>, tensor<16x16xf32>

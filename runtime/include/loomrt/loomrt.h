@@ -82,6 +82,13 @@ typedef struct loomrt_tensor_desc {
   /* For integer inputs: values lie in [0, bound) (the vocabulary or the
      number of classes of the op that consumes them); 0 when unknown. */
   int64_t bound;
+  /* A tensor stored as this rank's block of a sharded whole: the whole
+     tensor's shape id and the shape id of its per-dimension groups (the
+     runtime group whose rank selects the block, 0 where not split); both
+     are empty (rank 0) for a whole tensor. Initialization, --init-from and
+     --export work on the whole tensor's element indices. */
+  int64_t global_shape;
+  int64_t shard_groups;
 } loomrt_tensor_desc;
 
 typedef struct loomrt_function {
