@@ -4,15 +4,18 @@
 # on Debian's word list, printing the plan's report (memory per rank by
 # component, communication, FLOPs, the step time predicted on an H100 node),
 # then progress (loss, learning rate, tokens/s, peak memory, bytes sent,
-# held-out loss) and a final summary, data parallel over RANKS (default 4)
-# processes launched by mpirun.
+# held-out loss) and a final summary, on the mesh MESH (default dp=2,tp=2:
+# data parallelism and Megatron tensor parallelism over 4 processes
+# launched by mpirun).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-RANKS=${RANKS:-4}
-echo "== loomc examples/gpt.mlir --mesh dp=$RANKS -o build/gpt --report"
-build/bin/loomc examples/gpt.mlir --mesh "dp=$RANKS" -o build/gpt \
+MESH=${MESH:-dp=2,tp=2}
+RANKS=1
+for axis in ${MESH//,/ }; do RANKS=$((RANKS * ${axis#*=})); done
+echo "== loomc examples/gpt.mlir --mesh $MESH -o build/gpt --report"
+build/bin/loomc examples/gpt.mlir --mesh "$MESH" -o build/gpt \
   --dump-phases=build/gpt-phases --report --cluster clusters/h100-8x-ib.json
 echo "   (every phase's IR, the rank program and the generated C++ are in build/gpt-phases/)"
 echo "== mpirun -n $RANKS build/gpt --steps ${STEPS:-300} --data /usr/share/dict/american-english --eval-every 50"

@@ -611,7 +611,7 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
     const loomrt_tensor_desc &d = p->tensors[t];
     Shape s = shapeOf(&ctx, d.shape);
     if (d.role == LOOMRT_PARAM)
-      params += s.numel();
+      params += wholeShape(&ctx, d).numel();
     if (d.role == LOOMRT_INPUT && !std::strcmp(d.name, "tokens"))
       tokensPerStep = s.numel();
   }
