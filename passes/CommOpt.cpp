@@ -1,4 +1,5 @@
-//===- CommOpt.cpp - dist-comm-opt -----------------------------------------===//
+//===- CommOpt.cpp - dist-comm-opt
+//-----------------------------------------===//
 
 #include "passes/Passes.h"
 
@@ -59,9 +60,8 @@ void makeAsync(dist::AllReduceOp reduce) {
         anc && anc->isBeforeInBlock(firstUse))
       firstUse = anc;
   b.setInsertionPoint(firstUse);
-  auto wait = dist::WaitOp::create(b, reduce.getLoc(),
-                                   TypeRange{input.getType()},
-                                   start.getResults());
+  auto wait = dist::WaitOp::create(
+      b, reduce.getLoc(), TypeRange{input.getType()}, start.getResults());
   reduce.getResult().replaceAllUsesWith(wait.getResult(0));
   reduce.erase();
 }
@@ -93,8 +93,8 @@ int64_t bucket(Block &block, int64_t cap) {
       auto start = dist::AllReduceStartOp::create(b, last.getLoc(), types,
                                                   inputs, last.getAxes());
       b.setInsertionPoint(firstWait);
-      auto wait = dist::WaitOp::create(b, last.getLoc(), types,
-                                       start.getResults());
+      auto wait =
+          dist::WaitOp::create(b, last.getLoc(), types, start.getResults());
       for (auto [i, s] : llvm::enumerate(group)) {
         dist::WaitOp old = waitOf(s);
         old.getResult(0).replaceAllUsesWith(wait.getResult(i));
@@ -114,8 +114,8 @@ int64_t bucket(Block &block, int64_t cap) {
     if (!start || start.getInputs().size() != 1)
       continue;
     auto type = cast<RankedTensorType>(start.getInputs()[0].getType());
-    int64_t size = type.getNumElements() *
-                   int64_t(type.getElementTypeBitWidth() / 8);
+    int64_t size =
+        type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
     bool fits = !group.empty() && group.front().getAxes() == start.getAxes() &&
                 cast<RankedTensorType>(group.front().getInputs()[0].getType())
                         .getElementType() == type.getElementType() &&
@@ -132,8 +132,7 @@ int64_t bucket(Block &block, int64_t cap) {
   return merged;
 }
 
-struct DistCommOptPass
-    : public loom::impl::DistCommOptBase<DistCommOptPass> {
+struct DistCommOptPass : public loom::impl::DistCommOptBase<DistCommOptPass> {
   using Base::Base;
   void runOnOperation() override {
     SmallVector<dist::AllReduceOp> reduces;

@@ -1,4 +1,5 @@
-//===- Partition.cpp - dist-partition --------------------------------------===//
+//===- Partition.cpp - dist-partition
+//--------------------------------------===//
 
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
@@ -86,7 +87,7 @@ struct Partitioner {
     Value cur = v;
     // Gather the axes a dimension loses, innermost first.
     for (int64_t d = 0, e = want.size(); d < e; ++d) {
-      size_t keep = isPrefix(have[d], want[d]) ? have[d].size()
+      size_t keep = isPrefix(have[d], want[d])   ? have[d].size()
                     : isPrefix(want[d], have[d]) ? want[d].size()
                                                  : 0;
       while (have[d].size() > keep) {
@@ -109,8 +110,7 @@ struct Partitioner {
     }
     if (any) {
       cur = dist::ShardOp::create(
-          b, loc,
-          localType(cast<RankedTensorType>(cur.getType()), extra), cur,
+          b, loc, localType(cast<RankedTensorType>(cur.getType()), extra), cur,
           axesAttr(extra));
       ++shards;
     }
@@ -133,14 +133,14 @@ struct Partitioner {
       auto type = cast<RankedTensorType>(cur.getType());
       OpBuilder b(ctx);
       b.setInsertionPointAfterValue(cur);
-      auto dim = llvm::find_if(llvm::seq<int64_t>(0, want.size()), [&](int64_t d) {
-        return llvm::is_contained(want[d], axis) &&
-               !llvm::is_contained(have[d], axis);
-      });
+      auto dim =
+          llvm::find_if(llvm::seq<int64_t>(0, want.size()), [&](int64_t d) {
+            return llvm::is_contained(want[d], axis) &&
+                   !llvm::is_contained(have[d], axis);
+          });
       if (dim == llvm::seq<int64_t>(0, want.size()).end()) {
-        cur = dist::AllReduceOp::create(b, loc, cur,
-                                        b.getStrArrayAttr({axis.getValue()}),
-                                        false);
+        cur = dist::AllReduceOp::create(
+            b, loc, cur, b.getStrArrayAttr({axis.getValue()}), false);
         held[cur] = have;
         continue;
       }
@@ -189,9 +189,9 @@ struct Partitioner {
       resultPtrs.push_back(&d);
     // The factors' axes as propagation chose them; operands follow them,
     // and results are resharded where their recorded sharding differs.
-    SmallVector<Axes> axes = factorAxes(
-        rule, operandPtrs, resultPtrs,
-        [](unsigned, int64_t) -> int64_t { return 1; });
+    SmallVector<Axes> axes =
+        factorAxes(rule, operandPtrs, resultPtrs,
+                   [](unsigned, int64_t) -> int64_t { return 1; });
     for (OpOperand &o : op->getOpOperands()) {
       ArrayRef<int64_t> fs = rule.operandFactors[o.getOperandNumber()];
       if (!isa<RankedTensorType>(o.get().getType()))
@@ -219,8 +219,7 @@ struct Partitioner {
       if (failed(setLocalType(r, computed, op.getLoc())))
         return failure();
       FailureOr<Value> reduced = reduceInto(
-          r, reductionAxes(rule, axes, r.getResultNumber()), dims,
-          op.getLoc());
+          r, reductionAxes(rule, axes, r.getResultNumber()), dims, op.getLoc());
       if (failed(reduced))
         return failure();
       FailureOr<Value> resharded = reshard(*reduced, dims, op.getLoc());
@@ -230,7 +229,9 @@ struct Partitioner {
         u->set(*resharded);
     }
     LocalizeContext context{
-        rule, axes, globalTypes,
+        rule,
+        axes,
+        globalTypes,
         [&](ArrayRef<StringAttr> a) { return mesh.getGroupSize(a); },
         [&](ArrayRef<StringAttr> a) -> int64_t {
           return mesh.isInDeviceOrder(a) ? int64_t(mesh.getGroupMask(a)) : -1;
@@ -240,8 +241,8 @@ struct Partitioner {
           SmallVector<StringRef> names;
           for (StringAttr axis : a)
             names.push_back(axis.getValue());
-          return dist::AllReduceOp::create(b, loc, v,
-                                           b.getStrArrayAttr(names), false);
+          return dist::AllReduceOp::create(b, loc, v, b.getStrArrayAttr(names),
+                                           false);
         }};
     OpBuilder b(op->getContext());
     b.setInsertionPointAfter(op);
@@ -295,8 +296,8 @@ struct Partitioner {
       if (isa<ParamOp, InputOp, StateOp, IterationOp, dist::ShardOp>(op))
         continue;
       if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
-        if (failed(setLocalType(reduce.getResult(), recorded(reduce.getResult()),
-                            reduce.getLoc())))
+        if (failed(setLocalType(reduce.getResult(),
+                                recorded(reduce.getResult()), reduce.getLoc())))
           return failure();
         continue;
       }
@@ -305,7 +306,7 @@ struct Partitioner {
         if (!dense || !dense.isSplat())
           return op.emitOpError("only splat constants can be partitioned");
         if (failed(setLocalType(constant.getResult(),
-                            recorded(constant.getResult()), op.getLoc())))
+                                recorded(constant.getResult()), op.getLoc())))
           return failure();
         constant.setValueAttr(dense.resizeSplat(
             cast<ShapedType>(constant.getResult().getType())));
@@ -389,9 +390,8 @@ struct Partitioner {
   }
 
   LogicalResult run() {
-    model.walk([&](ShardingRuleOpInterface op) {
-      rules[op] = op.getShardingRule();
-    });
+    model.walk(
+        [&](ShardingRuleOpInterface op) { rules[op] = op.getShardingRule(); });
     Block &body = model.getBody().front();
     // Parameters and optimizer state split over axes in device order are
     // stored as this rank's block (the runtime initializes, loads and
@@ -403,9 +403,8 @@ struct Partitioner {
       Value v = op.getResult(0);
       SmallVector<Axes> dims = recorded(v);
       if (isa<ParamOp, StateOp>(op) &&
-          llvm::all_of(dims, [&](const Axes &a) {
-            return mesh.isInDeviceOrder(a);
-          }) &&
+          llvm::all_of(
+              dims, [&](const Axes &a) { return mesh.isInDeviceOrder(a); }) &&
           llvm::any_of(dims, [](const Axes &a) { return !a.empty(); })) {
         auto type = cast<RankedTensorType>(v.getType());
         SmallVector<int64_t> groups;

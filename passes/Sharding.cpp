@@ -13,8 +13,7 @@ dist::ShardingAttr getSharding(Value v) {
     Operation *owner = arg.getOwner()->getParentOp();
     auto all = owner ? owner->getAttrOfType<ArrayAttr>(kArgShardingsAttr)
                      : ArrayAttr();
-    if (!all || arg.getArgNumber() == 0 ||
-        arg.getArgNumber() > all.size())
+    if (!all || arg.getArgNumber() == 0 || arg.getArgNumber() > all.size())
       return {};
     return dyn_cast<dist::ShardingAttr>(all[arg.getArgNumber() - 1]);
   }
@@ -29,12 +28,11 @@ bool isPrefix(ArrayRef<StringAttr> a, ArrayRef<StringAttr> b) {
   return a.size() <= b.size() && a == b.take_front(a.size());
 }
 
-SmallVector<Axes>
-factorAxes(const OpShardingRule &rule,
-           ArrayRef<const SmallVector<Axes> *> operandDims,
-           ArrayRef<const SmallVector<Axes> *> resultDims,
-           function_ref<int64_t(unsigned, int64_t)> strength,
-           int64_t *conflicts) {
+SmallVector<Axes> factorAxes(const OpShardingRule &rule,
+                             ArrayRef<const SmallVector<Axes> *> operandDims,
+                             ArrayRef<const SmallVector<Axes> *> resultDims,
+                             function_ref<int64_t(unsigned, int64_t)> strength,
+                             int64_t *conflicts) {
   size_t numFactors = rule.factorSizes.size();
   SmallVector<Axes> axes(numFactors);
   // The strength of the dimension each factor's axes come from.

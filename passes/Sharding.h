@@ -1,4 +1,5 @@
-//===- Sharding.h - what sharding propagation and partitioning share -*- C++ -*-===//
+//===- Sharding.h - what sharding propagation and partitioning share -*- C++
+//-*-===//
 
 #ifndef LOOM_PASSES_SHARDING_H
 #define LOOM_PASSES_SHARDING_H

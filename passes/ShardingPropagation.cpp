@@ -1,4 +1,5 @@
-//===- ShardingPropagation.cpp - dist-sharding-propagation -----------------===//
+//===- ShardingPropagation.cpp - dist-sharding-propagation
+//-----------------===//
 
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
@@ -52,8 +53,7 @@ struct Propagation {
   /// The axes of each factor of `rule` as `op`'s tensors have them now;
   /// with `honourFrozen`, a frozen dimension (the higher its priority, the
   /// stronger) wins a conflict, and the conflicts are counted.
-  SmallVector<Axes> currentFactorAxes(Operation *op,
-                                      const OpShardingRule &rule,
+  SmallVector<Axes> currentFactorAxes(Operation *op, const OpShardingRule &rule,
                                       bool honourFrozen) {
     SmallVector<Value> tensors(op->getOperands());
     llvm::append_range(tensors, op->getResults());
@@ -98,8 +98,8 @@ struct Propagation {
 
   LogicalResult annotate(Value v, dist::ShardingAttr sharding, Operation *at) {
     auto type = cast<RankedTensorType>(v.getType());
-    if (failed(sharding.verifyFor(type, mesh,
-                                  [&] { return at->emitOpError(); })))
+    if (failed(
+            sharding.verifyFor(type, mesh, [&] { return at->emitOpError(); })))
       return failure();
     if (!sharding.getUnreduced().empty())
       return at->emitOpError("annotation ")
@@ -163,8 +163,8 @@ struct Propagation {
       if (v.getDefiningOp<ParamOp>())
         return true;
       auto arg = dyn_cast<BlockArgument>(v);
-      auto repeat = arg ? dyn_cast<RepeatOp>(arg.getOwner()->getParentOp())
-                        : RepeatOp();
+      auto repeat =
+          arg ? dyn_cast<RepeatOp>(arg.getOwner()->getParentOp()) : RepeatOp();
       if (!repeat)
         return false;
       Value outer;
@@ -225,7 +225,8 @@ struct Propagation {
       if (std::optional<Linear> l = asLinear(op, rule))
         return f == l->outFactor ? op.getOperation() : nullptr;
       SmallVector<std::pair<Value, int64_t>> carriers;
-      for (auto [operand, fs] : llvm::zip(op->getOperands(), rule.operandFactors))
+      for (auto [operand, fs] :
+           llvm::zip(op->getOperands(), rule.operandFactors))
         if (!isWeight(operand))
           for (auto [i, g] : llvm::enumerate(fs))
             if (g == f)
@@ -448,9 +449,8 @@ struct Propagation {
       // A value cannot be split and unreduced over one axis: the partial
       // operand is reduced first.
       bool clash = llvm::any_of(states[r].dims, [&](const Axes &dim) {
-        return llvm::any_of(dim, [&](StringAttr a) {
-          return llvm::is_contained(*passed, a);
-        });
+        return llvm::any_of(
+            dim, [&](StringAttr a) { return llvm::is_contained(*passed, a); });
       });
       if (clash) {
         forceAllPartial(op);
@@ -541,9 +541,8 @@ struct Propagation {
       if (!all)
         return WalkResult::advance();
       if (all.size() != op->getNumResults())
-        return op->emitOpError("has ")
-               << all.size() << " shardings for " << op->getNumResults()
-               << " results";
+        return op->emitOpError("has ") << all.size() << " shardings for "
+                                       << op->getNumResults() << " results";
       for (auto [r, a] : llvm::zip(op->getResults(), all)) {
         auto sharding = dyn_cast<dist::ShardingAttr>(a);
         if (!sharding || !tracked(r))
@@ -604,7 +603,8 @@ struct Propagation {
         op->setAttr(kShardingAttr, ArrayAttr::get(ctx, results));
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         SmallVector<Attribute> args;
-        for (BlockArgument a : repeat.getBodyBlock().getArguments().drop_front())
+        for (BlockArgument a :
+             repeat.getBodyBlock().getArguments().drop_front())
           args.push_back(shardingOf(a));
         op->setAttr(kArgShardingsAttr, ArrayAttr::get(ctx, args));
       }
@@ -624,9 +624,8 @@ struct Propagation {
       auto reduce = dist::AllReduceOp::create(b, v.getLoc(), v,
                                               b.getStrArrayAttr(names), false);
       v.replaceAllUsesExcept(reduce, reduce);
-      reduce->setAttr(kShardingAttr,
-                      b.getArrayAttr({dist::ShardingAttr::get(
-                          ctx, states[v].dims, Axes{})}));
+      reduce->setAttr(kShardingAttr, b.getArrayAttr({dist::ShardingAttr::get(
+                                         ctx, states[v].dims, Axes{})}));
       ++reductions;
     }
   }

@@ -1,4 +1,5 @@
-//===- DistDialect.cpp - meshes, shardings and collectives -----------------===//
+//===- DistDialect.cpp - meshes, shardings and collectives
+//-----------------===//
 
 #include "dialects/dist/DistDialect.h"
 
@@ -226,9 +227,8 @@ void ShardingAttr::print(AsmPrinter &printer) const {
   for (int64_t d = 0, e = getRank(); d < e; ++d) {
     printer << (d ? ", " : "") << "{";
     ArrayAttr axes = getDims()[d];
-    llvm::interleaveComma(axes, printer, [&](Attribute a) {
-      printer << cast<StringAttr>(a);
-    });
+    llvm::interleaveComma(axes, printer,
+                          [&](Attribute a) { printer << cast<StringAttr>(a); });
     if (getOpen()[d])
       printer << (axes.empty() ? "?" : ", ?");
     printer << "}";
@@ -245,11 +245,11 @@ void ShardingAttr::print(AsmPrinter &printer) const {
   printer << ">";
 }
 
-LogicalResult
-ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                     ArrayRef<ArrayAttr> dims, ArrayRef<bool> open,
-                     ArrayRef<int64_t> priorities,
-                     ArrayRef<StringAttr> unreduced) {
+LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   ArrayRef<ArrayAttr> dims,
+                                   ArrayRef<bool> open,
+                                   ArrayRef<int64_t> priorities,
+                                   ArrayRef<StringAttr> unreduced) {
   if (open.size() != dims.size() || priorities.size() != dims.size())
     return emitError() << "a sharding needs one open flag and one priority "
                           "per dimension";
@@ -280,8 +280,8 @@ ShardingAttr ShardingAttr::get(MLIRContext *ctx,
                                ArrayRef<StringAttr> unreduced) {
   SmallVector<ArrayAttr> arrays;
   for (const SmallVector<StringAttr> &axes : dims)
-    arrays.push_back(ArrayAttr::get(
-        ctx, SmallVector<Attribute>(axes.begin(), axes.end())));
+    arrays.push_back(
+        ArrayAttr::get(ctx, SmallVector<Attribute>(axes.begin(), axes.end())));
   SmallVector<bool> open(dims.size(), false);
   SmallVector<int64_t> priorities(dims.size(), -1);
   return get(ctx, arrays, open, priorities, unreduced);
@@ -291,18 +291,17 @@ SmallVector<StringAttr> ShardingAttr::getDimAxes(int64_t d) const {
   return llvm::to_vector(getDims()[d].getAsRange<StringAttr>());
 }
 
-LogicalResult ShardingAttr::verifyFor(
-    RankedTensorType type, MeshAttr mesh,
-    function_ref<InFlightDiagnostic()> emitError) const {
+LogicalResult
+ShardingAttr::verifyFor(RankedTensorType type, MeshAttr mesh,
+                        function_ref<InFlightDiagnostic()> emitError) const {
   if (getRank() != type.getRank())
     return emitError() << "sharding " << *this << " has " << getRank()
                        << " dimensions but the tensor " << type << " has "
                        << type.getRank();
   auto known = [&](StringAttr axis) -> LogicalResult {
     if (mesh.getAxisIndex(axis.getValue()) < 0)
-      return emitError() << "sharding " << *this << " names mesh axis "
-                         << axis << ", which the mesh " << mesh
-                         << " does not have";
+      return emitError() << "sharding " << *this << " names mesh axis " << axis
+                         << ", which the mesh " << mesh << " does not have";
     return success();
   };
   for (StringAttr a : getUnreduced())
@@ -315,9 +314,8 @@ LogicalResult ShardingAttr::verifyFor(
         return failure();
     int64_t n = mesh.getGroupSize(axes);
     if (type.getDimSize(d) % n != 0)
-      return emitError() << "dimension " << d << " of " << type
-                         << " (size " << type.getDimSize(d)
-                         << ") does not divide into " << n
+      return emitError() << "dimension " << d << " of " << type << " (size "
+                         << type.getDimSize(d) << ") does not divide into " << n
                          << " shards over " << getDims()[d]
                          << "; make it a multiple of " << n
                          << " or shard another dimension";
@@ -359,8 +357,7 @@ static LogicalResult lookupMesh(Operation *op, MeshAttr &mesh) {
 }
 
 /// Checks a collective's axes against the enclosing model's mesh.
-static LogicalResult verifyAxes(Operation *op, ArrayAttr axes,
-                                MeshAttr &mesh) {
+static LogicalResult verifyAxes(Operation *op, ArrayAttr axes, MeshAttr &mesh) {
   if (axes.empty())
     return op->emitOpError("needs at least one mesh axis");
   SmallVector<StringRef> seen;
@@ -377,8 +374,7 @@ static int64_t groupSize(MeshAttr mesh, ArrayAttr axes) {
 /// `num / den`, every other dimension and the element type unchanged.
 static LogicalResult verifyScaledDim(Operation *op, RankedTensorType input,
                                      RankedTensorType result, int64_t dim,
-                                     int64_t num, int64_t den,
-                                     StringRef what) {
+                                     int64_t num, int64_t den, StringRef what) {
   if (dim < 0 || dim >= input.getRank())
     return op->emitOpError("dimension ")
            << dim << " is out of range for " << input;
@@ -502,8 +498,7 @@ LogicalResult BroadcastOp::verify() {
   int64_t n = groupSize(mesh, getAxes());
   int64_t root = getRoot();
   if (root < 0 || root >= n)
-    return emitOpError("root ") << root << " is not a rank of a group of "
-                                << n;
+    return emitOpError("root ") << root << " is not a rank of a group of " << n;
   return success();
 }
 
@@ -519,9 +514,8 @@ LogicalResult CollectivePermuteOp::verify() {
   for (size_t i = 0; i < pairs.size(); i += 2) {
     int64_t s = pairs[i], t = pairs[i + 1];
     if (s < 0 || s >= n || t < 0 || t >= n)
-      return emitOpError("pair (") << s << ", " << t
-                                   << ") names a rank outside a group of "
-                                   << n;
+      return emitOpError("pair (")
+             << s << ", " << t << ") names a rank outside a group of " << n;
     if (source[s] || target[t])
       return emitOpError("pair (")
              << s << ", " << t
@@ -550,8 +544,7 @@ LogicalResult ShardOp::verify() {
     int64_t n = groupSize(mesh, axes);
     if (want[d] % n != 0)
       return emitOpError("dimension ")
-             << d << " of " << in << " does not divide into " << n
-             << " shards";
+             << d << " of " << in << " does not divide into " << n << " shards";
     want[d] /= n;
   }
   if (out != RankedTensorType::get(want, in.getElementType()))

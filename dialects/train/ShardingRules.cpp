@@ -105,8 +105,8 @@ OpShardingRule ruleOf(MatmulOp op) {
   bool tl = op.getTransposeLhs(), tr = op.getTransposeRhs();
   SmallVector<int64_t> batch = b.factors(lhs.getShape().drop_back(2));
   int64_t m = b.factor(lhs.getDimSize(tl ? lr - 1 : lr - 2));
-  int64_t k = b.factor(lhs.getDimSize(tl ? lr - 2 : lr - 1),
-                       FactorKind::Reduction);
+  int64_t k =
+      b.factor(lhs.getDimSize(tl ? lr - 2 : lr - 1), FactorKind::Reduction);
   int64_t n = b.factor(rhs.getDimSize(tr ? rr - 2 : rr - 1));
   b.operand(0) = batch;
   b.operand(0).append(tl ? SmallVector<int64_t>{k, m}
@@ -121,45 +121,37 @@ OpShardingRule ruleOf(MatmulOp op) {
   return b.rule;
 }
 
+/// Elementwise (with broadcasting): linear in every operand (a product, a
+/// scale), additive (a sum), or neither.
 template <typename OpT>
-OpShardingRule pointwise(OpT op) {
+OpShardingRule pointwise(OpT op, Linearity linearity = Linearity::None) {
   RuleBuilder b(op);
   b.elementwise(op->getResult(0));
+  if (linearity == Linearity::PerOperand)
+    b.linearInAll();
+  else if (linearity == Linearity::Additive)
+    b.additive();
   return b.rule;
 }
 
-template <typename OpT>
-OpShardingRule linearPointwise(OpT op) {
-  RuleBuilder b(op);
-  b.elementwise(op->getResult(0));
-  b.linearInAll();
-  return b.rule;
-}
-
-/// A sum or difference of its operands.
-template <typename OpT>
-OpShardingRule additivePointwise(OpT op) {
-  RuleBuilder b(op);
-  b.elementwise(op->getResult(0));
-  b.additive();
-  return b.rule;
-}
-
-OpShardingRule ruleOf(AddOp op) { return additivePointwise(op); }
-OpShardingRule ruleOf(SubOp op) { return additivePointwise(op); }
-OpShardingRule ruleOf(MulOp op) { return linearPointwise(op); }
+OpShardingRule ruleOf(AddOp op) { return pointwise(op, Linearity::Additive); }
+OpShardingRule ruleOf(SubOp op) { return pointwise(op, Linearity::Additive); }
+OpShardingRule ruleOf(MulOp op) { return pointwise(op, Linearity::PerOperand); }
 OpShardingRule ruleOf(DivOp op) {
   RuleBuilder b(op);
   b.elementwise(op.getResult());
   b.linearIn({0});
   return b.rule;
 }
-OpShardingRule ruleOf(ScaleOp op) { return linearPointwise(op); }
-OpShardingRule ruleOf(ConvertOp op) { return linearPointwise(op); }
+OpShardingRule ruleOf(ScaleOp op) {
+  return pointwise(op, Linearity::PerOperand);
+}
+OpShardingRule ruleOf(ConvertOp op) {
+  return pointwise(op, Linearity::PerOperand);
+}
 
 /// The gradient of a pointwise function: linear in `grad`.
-template <typename OpT>
-OpShardingRule pointwiseGrad(OpT op, unsigned grad) {
+template <typename OpT> OpShardingRule pointwiseGrad(OpT op, unsigned grad) {
   RuleBuilder b(op);
   b.elementwise(op->getResult(0));
   b.linearIn({grad});
@@ -267,8 +259,7 @@ OpShardingRule ruleOf(CausalMaskOp op) {
 }
 
 /// layer_norm and rms_norm: the normalized (last) dimension is whole.
-template <typename OpT>
-OpShardingRule norm(OpT op) {
+template <typename OpT> OpShardingRule norm(OpT op) {
   RuleBuilder b(op);
   b.elementwise(op.getInput(), 1);
   return b.rule;
@@ -279,8 +270,7 @@ OpShardingRule ruleOf(RmsNormOp op) { return norm(op); }
 /// The norms' gradients: the parameter gradients (of the last dimension's
 /// size) sum over the leading dimensions, so they are unreduced over the
 /// axes that shard those.
-template <typename OpT>
-OpShardingRule normGrad(OpT op) {
+template <typename OpT> OpShardingRule normGrad(OpT op) {
   RuleBuilder b(op);
   b.elementwise(op.getInput(), 1);
   b.linearIn({op->getNumOperands() - 1});
@@ -291,8 +281,7 @@ OpShardingRule ruleOf(RmsNormGradOp op) { return normGrad(op); }
 
 /// attention and its gradient: [batch, heads, seq, head_dim]; batch and
 /// heads split freely, the sequence and head dimensions are whole.
-template <typename OpT>
-OpShardingRule attention(OpT op) {
+template <typename OpT> OpShardingRule attention(OpT op) {
   RuleBuilder b(op);
   RankedTensorType q = tensorType(op.getQ()), k = tensorType(op.getK());
   int64_t batch = b.factor(q.getDimSize(0)), heads = b.factor(q.getDimSize(1));
@@ -347,14 +336,13 @@ OpShardingRule ruleOf(EmbeddingGradOp op) {
 }
 
 /// The labels' dimensions are the logits' leading ones; the classes whole.
-template <typename OpT>
-RuleBuilder crossEntropy(OpT op, FactorKind leadKind) {
+template <typename OpT> RuleBuilder crossEntropy(OpT op, FactorKind leadKind) {
   RuleBuilder b(op);
   RankedTensorType labels = tensorType(op.getLabels()),
                    logits = tensorType(op.getLogits());
   SmallVector<int64_t> lead = b.factors(labels.getShape(), leadKind);
-  int64_t classes = b.factor(logits.getShape().back(),
-                             FactorKind::NeedReplication);
+  int64_t classes =
+      b.factor(logits.getShape().back(), FactorKind::NeedReplication);
   b.operand(0) = lead;
   b.operand(0).push_back(classes);
   b.operand(1) = lead;
@@ -372,12 +360,14 @@ OpShardingRule ruleOf(CrossEntropyGradOp op) {
 }
 OpShardingRule ruleOf(LabelCountOp op) {
   RuleBuilder b(op);
-  b.operand(0) = b.factors(tensorType(op.getLabels()).getShape(),
-                           FactorKind::Reduction);
+  b.operand(0) =
+      b.factors(tensorType(op.getLabels()).getShape(), FactorKind::Reduction);
   return b.rule;
 }
 
-OpShardingRule ruleOf(DropoutOp op) { return linearPointwise(op); }
+OpShardingRule ruleOf(DropoutOp op) {
+  return pointwise(op, Linearity::PerOperand);
+}
 
 /// A reshape splits and merges groups of dimensions whose sizes multiply to
 /// the same number. A dimension that maps to one dimension keeps its factor;
@@ -487,8 +477,7 @@ OpShardingRule ruleOf(ConcatOp op) {
 }
 
 /// Scalars: nothing to shard.
-template <typename OpT>
-OpShardingRule scalar(OpT op) {
+template <typename OpT> OpShardingRule scalar(OpT op) {
   return RuleBuilder(op).rule;
 }
 OpShardingRule ruleOf(LrScheduleOp op) { return scalar(op); }
@@ -499,8 +488,8 @@ OpShardingRule ruleOf(ClipFactorOp op) { return scalar(op); }
 OpShardingRule ruleOf(GlobalNormOp op) {
   RuleBuilder b(op);
   for (OpOperand &o : op->getOpOperands())
-    b.operand(o.getOperandNumber()) = b.factors(
-        tensorType(o.get()).getShape(), FactorKind::NeedReplication);
+    b.operand(o.getOperandNumber()) =
+        b.factors(tensorType(o.get()).getShape(), FactorKind::NeedReplication);
   return b.rule;
 }
 
@@ -527,8 +516,8 @@ template <typename OpT>
 Value labelShare(OpT op, OpBuilder &b, const LocalizeContext &ctx,
                  ArrayRef<StringAttr> axes) {
   Location loc = op.getLoc();
-  Value count = LabelCountOp::create(b, loc, op.getLabels(),
-                                     op.getIgnoreIndexAttr());
+  Value count =
+      LabelCountOp::create(b, loc, op.getLabels(), op.getIgnoreIndexAttr());
   Value total = ctx.allReduce(b, loc, count, axes);
   return DivOp::create(b, loc, count, total);
 }
@@ -589,7 +578,8 @@ LogicalResult localize(DropoutOp op, OpBuilder &b, const LocalizeContext &ctx) {
   }
   if (!sharded)
     return success();
-  op.setGlobalShape(cast<RankedTensorType>(ctx.globalResultTypes[0]).getShape());
+  op.setGlobalShape(
+      cast<RankedTensorType>(ctx.globalResultTypes[0]).getShape());
   op.setShardGroups(groups);
   return success();
 }
@@ -617,13 +607,11 @@ struct RuleModel
   }
 };
 
-template <typename... OpTs>
-void attach(MLIRContext *ctx) {
+template <typename... OpTs> void attach(MLIRContext *ctx) {
   (OpTs::template attachInterface<RuleModel<OpTs>>(*ctx), ...);
 }
 
 } // namespace
-
 
 void loom::train::attachShardingRules(MLIRContext *ctx) {
   attach<MatmulOp, AddOp, SubOp, MulOp, DivOp, ReluOp, GeluOp, SiluOp, TanhOp,
@@ -631,8 +619,8 @@ void loom::train::attachShardingRules(MLIRContext *ctx) {
          BroadcastOp, SumToOp, ReduceMaxGradOp, SoftmaxOp, SoftmaxGradOp,
          LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, AttentionOp,
          CausalMaskOp, AttentionGradOp, EmbeddingOp, EmbeddingGradOp,
-         CrossEntropyOp, CrossEntropyGradOp, LabelCountOp, DropoutOp,
-         ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp, LrScheduleOp,
-         GlobalNormOp, ClipFactorOp, SGDUpdateOp, AdamWUpdateOp, ReluGradOp,
-         GeluGradOp, SiluGradOp, TanhGradOp>(ctx);
+         CrossEntropyOp, CrossEntropyGradOp, LabelCountOp, DropoutOp, ReshapeOp,
+         TransposeOp, SliceOp, PadOp, ConcatOp, LrScheduleOp, GlobalNormOp,
+         ClipFactorOp, SGDUpdateOp, AdamWUpdateOp, ReluGradOp, GeluGradOp,
+         SiluGradOp, TanhGradOp>(ctx);
 }
