@@ -326,4 +326,48 @@ def DistCommOpt : Pass<"dist-comm-opt", "::mlir::ModuleOp"> {
   ];
 }
 
+def DistVerifyCommunication : Pass<"dist-verify-communication", "::mlir::ModuleOp"> {
+  let summary = "Prove before launch that every rank's collectives match and complete";
+  let description = [{
+    Runs on the rank program (after `dist-partition` and `dist-comm-opt`;
+    `loomc` runs it on every build). For each rank of the mesh it lists the
+    collectives the rank issues, in program order with repeats unrolled (an
+    op with `dist.ranks` runs only on those world ranks), then simulates
+    the blocking order: a collective completes when every member of its
+    group (the ranks that differ only on its axes) has reached it. Members
+    that reach different collectives of one group (another kind, reduction,
+    element type or element count) are an error naming the two ranks, the
+    group's axes and both ops; ranks that can no longer move (a rank that
+    skips a collective, two ranks waiting in different groups) are an
+    error naming each stuck rank and where it waits.
+
+    ```mlir
+    // error: ranks 0 and 1 disagree on collective 2 over dp: rank 0 issues
+    //   'dist.all_reduce' of 64 x f32, rank 1 issues 'dist.all_reduce' of 63 x f32
+    ```
+  }];
+  let statistics = [
+    Statistic<"numCollectives", "collectives",
+              "Collectives issued by the busiest rank">,
+  ];
+}
+
+def DistInjectCommFault : Pass<"dist-inject-comm-fault", "::mlir::ModuleOp"> {
+  let summary = "Test pass: make one rank's communication wrong";
+  let description = [{
+    Rewrites a valid rank program so that rank `rank` gets collective number
+    `index` (in program order) wrong: `skip` (it does not issue it), `swap`
+    (it issues it after the next one), `count` (over a tensor one element
+    shorter in its last dimension) or `type` (over bf16). The other ranks
+    keep the original (`dist.ranks`). `dist-verify-communication` must
+    reject each.
+  }];
+  let options = [
+    Option<"fault", "fault", "std::string", "\"skip\"",
+           "skip, swap, count or type">,
+    Option<"rank", "rank", "int64_t", "1", "The world rank that goes wrong">,
+    Option<"index", "index", "int64_t", "0", "Which collective, in program order">,
+  ];
+}
+
 #endif // LOOM_PASSES_TD

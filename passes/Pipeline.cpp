@@ -19,6 +19,7 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
                                        options.sequenceParallel}));
     pm.addPass(createDistPartition());
     pm.addPass(createDistCommOpt());
+    pm.addPass(createDistVerifyCommunication());
   }
 }
 

@@ -323,6 +323,7 @@ int main(int argc, char **argv) {
                                              sequenceParallel}));
     dist.addPass(loom::createDistPartition());
     dist.addPass(loom::createDistCommOpt());
+    dist.addPass(loom::createDistVerifyCommunication());
     if (failed(dist.run(*module)))
       return 1;
   }
