@@ -339,16 +339,25 @@ def DistVerifyCommunication : Pass<"dist-verify-communication", "::mlir::ModuleO
     element type or element count) are an error naming the two ranks, the
     group's axes and both ops; ranks that can no longer move (a rank that
     skips a collective, two ranks waiting in different groups) are an
-    error naming each stuck rank and where it waits.
+    error naming each stuck rank and where it waits. Ranks whose programs
+    are the same form one class, simulated through one representative: a
+    program with no rank-dependent op is one class whatever the mesh size
+    (the `rank-classes` statistic says how many were simulated).
 
     ```mlir
     // error: ranks 0 and 1 disagree on collective 2 over dp: rank 0 issues
     //   'dist.all_reduce' of 64 x f32, rank 1 issues 'dist.all_reduce' of 63 x f32
     ```
   }];
+  let options = [
+    Option<"everyRank", "every-rank", "bool", "false",
+           "Simulate every rank even when all ranks run the same program">,
+  ];
   let statistics = [
     Statistic<"numCollectives", "collectives",
               "Collectives issued by the busiest rank">,
+    Statistic<"numRankClasses", "rank-classes",
+              "Classes of equivalent ranks simulated, one representative each">,
   ];
 }
 

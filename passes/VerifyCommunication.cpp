@@ -56,6 +56,9 @@ struct Simulator {
   ModelOp model;
   dist::MeshAttr mesh;
   int64_t ranks;
+  /// Classes of equivalent ranks simulated (one representative each).
+  int64_t classes = 0;
+  bool everyRank = false;
   SmallVector<SmallVector<Event>> events;
 
   Simulator(ModelOp model, dist::MeshAttr mesh)
@@ -129,6 +132,20 @@ struct Simulator {
   /// Runs the ranks' blocking order: a collective completes when every
   /// member of its group has reached it.
   LogicalResult simulate() {
+    // Ranks whose programs are the same are one class: with no op that
+    // runs on some ranks only, every rank issues the same collectives over
+    // its own groups, so one representative is all there is to check.
+    bool rankDependent = false;
+    model.walk([&](Operation *op) {
+      if (op->hasAttr(kRanksAttr))
+        rankDependent = true;
+    });
+    if (!rankDependent && !everyRank) {
+      ranks = 1;
+      classes = 1;
+    } else {
+      classes = mesh.getNumRanks();
+    }
     events.resize(ranks);
     for (int64_t r = 0; r < ranks; ++r)
       collect(model.getBody().front(), r, events[r]);
@@ -207,16 +224,19 @@ struct Simulator {
 struct DistVerifyCommunicationPass
     : public loom::impl::DistVerifyCommunicationBase<
           DistVerifyCommunicationPass> {
+  using Base::Base;
   void runOnOperation() override {
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
       auto mesh = model->getAttrOfType<dist::MeshAttr>("dist.mesh");
       if (!mesh)
         continue;
       Simulator sim(model, mesh);
+      sim.everyRank = everyRank;
       if (failed(sim.simulate()))
         return signalPassFailure();
       for (const auto &rank : sim.events)
         numCollectives = std::max<int64_t>(numCollectives, rank.size());
+      numRankClasses += sim.classes;
     }
   }
 };
