@@ -479,6 +479,8 @@ struct Emitter {
                                   bool step) {
     Block &body = model.getBody().front();
     plan = planMemory(body, ops, persistent);
+    if (failed(verifyInFlightBuffers(body, plan)))
+      return failure();
     buffers.clear();
     tensorHandles.clear();
     indices.clear();

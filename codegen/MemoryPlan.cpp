@@ -65,6 +65,7 @@ int64_t place(std::vector<Interval> &intervals) {
 
 struct Planner {
   const DenseMap<Value, int64_t> &persistent;
+  PlanFaults faults;
   MemoryPlan plan;
 
   /// Plans `block` with offsets relative to 0; returns its peak. Nested
@@ -106,11 +107,14 @@ struct Planner {
       // A reshape and the wait of an asynchronous collective are their
       // operand's buffer under another name.
       if (isa<ReshapeOp, loom::dist::WaitOp>(op)) {
+        bool release =
+            isa<loom::dist::WaitOp>(op) && faults.releaseInFlightAtStart;
         for (auto [result, operand] :
              llvm::zip(op.getResults(), op.getOperands())) {
           Value src = rootOf(operand);
           root[result] = src;
-          if (auto p = intervalOf.find(src); p != intervalOf.end())
+          if (auto p = intervalOf.find(src);
+              p != intervalOf.end() && !release)
             intervals[p->second].last =
                 std::max(intervals[p->second].last, lastUse(result, at));
         }
@@ -131,8 +135,10 @@ struct Planner {
       for (Value r : op.getResults()) {
         if (!isa<RankedTensorType>(r.getType()) || persistent.count(r))
           continue;
+        bool release = isa<loom::dist::AllReduceStartOp>(op) &&
+                       faults.releaseInFlightAtStart;
         intervals.push_back({alignUp(tensorBytes(r.getType())), at,
-                             lastUse(r, at), 0});
+                             release ? at : lastUse(r, at), 0});
         intervalOf[r] = intervals.size() - 1;
       }
     }
@@ -156,10 +162,62 @@ struct Planner {
 
 MemoryPlan loom::codegen::planMemory(Block &block,
                                      const DenseSet<Operation *> &ops,
-                                     const DenseMap<Value, int64_t> &persistent) {
-  Planner planner{persistent, {}};
+                                     const DenseMap<Value, int64_t> &persistent,
+                                     PlanFaults faults) {
+  Planner planner{persistent, faults, {}};
   for (auto [v, t] : persistent)
     planner.plan.placements[v] = {Placement::Persistent, t};
   planner.plan.peakBytes = planner.planBlock(block, &ops);
   return std::move(planner.plan);
+}
+
+LogicalResult loom::codegen::verifyInFlightBuffers(Block &block,
+                                                   const MemoryPlan &plan) {
+  auto arenaBytes = [&](Value v) -> std::pair<int64_t, int64_t> {
+    auto it = plan.placements.find(v);
+    if (it == plan.placements.end() || it->second.kind != Placement::Arena)
+      return {0, 0};
+    return {it->second.where, it->second.where + tensorBytes(v.getType())};
+  };
+  WalkResult result = block.walk([&](loom::dist::AllReduceStartOp start) {
+    Operation *wait = nullptr;
+    for (Operation *user : start->getUsers())
+      if (isa<loom::dist::WaitOp>(user))
+        wait = user;
+    if (!wait || wait->getBlock() != start->getBlock())
+      return WalkResult::advance();
+    for (Operation *op = start->getNextNode(); op && op != wait;
+         op = op->getNextNode()) {
+      WalkResult clash = op->walk([&](Operation *writer) {
+        // A reshape or a wait writes nothing: its result is its operand's
+        // bytes under another name.
+        if (isa<ReshapeOp, loom::dist::WaitOp>(writer))
+          return WalkResult::advance();
+        for (Value written : writer->getResults()) {
+          auto [begin, end] = arenaBytes(written);
+          if (begin == end)
+            continue;
+          for (Value inFlight : start.getResults()) {
+            auto [fb, fe] = arenaBytes(inFlight);
+            if (fb == fe || end <= fb || fe <= begin)
+              continue;
+            InFlightDiagnostic d =
+                start.emitError("the buffer of this asynchronous all-reduce "
+                                "(arena bytes [")
+                << fb << ", " << fe << ")) is reused by '"
+                << writer->getName() << "' before its 'dist.wait'";
+            d.attachNote(writer->getLoc()) << "writes arena bytes [" << begin
+                                           << ", " << end << ") here";
+            d.attachNote(wait->getLoc()) << "the wait";
+            return WalkResult::interrupt();
+          }
+        }
+        return WalkResult::advance();
+      });
+      if (clash.wasInterrupted())
+        return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
 }

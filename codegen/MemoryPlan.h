@@ -12,6 +12,7 @@
 #define LOOM_CODEGEN_MEMORYPLAN_H
 
 #include "mlir/IR/Block.h"
+#include "mlir/Support/LLVM.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -31,6 +32,13 @@ struct MemoryPlan {
   int64_t peakBytes = 0;
 };
 
+/// Test faults the planner can be asked to make, to check the checks.
+struct PlanFaults {
+  /// Free an asynchronous collective's buffers at its start, not at the
+  /// last use of its `dist.wait`.
+  bool releaseInFlightAtStart = false;
+};
+
 /// Bytes of a ranked tensor.
 int64_t tensorBytes(mlir::Type type);
 
@@ -40,7 +48,15 @@ int64_t tensorBytes(mlir::Type type);
 /// one of them (reshapes) become persistent too.
 MemoryPlan planMemory(mlir::Block &block,
                       const llvm::DenseSet<mlir::Operation *> &ops,
-                      const llvm::DenseMap<mlir::Value, int64_t> &persistent);
+                      const llvm::DenseMap<mlir::Value, int64_t> &persistent,
+                      PlanFaults faults = {});
+
+/// Checks that no value an op writes while an asynchronous collective is in
+/// flight (after its `dist.all_reduce_start`, before its `dist.wait`) shares
+/// bytes with the collective's buffers; reports the first that does at the
+/// start, with notes at the writer and the wait.
+llvm::LogicalResult verifyInFlightBuffers(mlir::Block &block,
+                                          const MemoryPlan &plan);
 
 } // namespace loom::codegen
 

@@ -16,13 +16,18 @@ using namespace loom::train;
 namespace {
 struct LoomMemoryPlanPass
     : public loom::codegen::impl::LoomMemoryPlanBase<LoomMemoryPlanPass> {
+  using Base::Base;
   void runOnOperation() override {
     WalkResult result = getOperation().walk([&](ModelOp model) {
       FailureOr<ModelLayout> layout = layoutModel(model);
       if (failed(layout))
         return WalkResult::interrupt();
+      PlanFaults faults;
+      faults.releaseInFlightAtStart = testReleaseInFlightAtStart;
       MemoryPlan plan = planMemory(model.getBody().front(), layout->stepOps,
-                                   layout->stepPersistent);
+                                   layout->stepPersistent, faults);
+      if (failed(verifyInFlightBuffers(model.getBody().front(), plan)))
+        return WalkResult::interrupt();
       Builder b(model.getContext());
       model.getBody().walk([&](Operation *op) {
         if (op->getNumResults() == 0 || isa<ModelOp>(op))

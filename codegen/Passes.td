@@ -20,7 +20,18 @@ def LoomMemoryPlan : Pass<"loom-memory-plan", "::mlir::ModuleOp"> {
     as attributes so it can be read and tested: `loom.offsets` on each op
     (one byte offset per result, -1 outside the arena) and `loom.peak_bytes`
     on the model.
+
+    Both check the plan they make: no op between a `dist.all_reduce_start`
+    and its `dist.wait` may write bytes of the collective's buffers, which
+    the runtime's communication stream owns until the wait.
+    `test-release-in-flight-at-start` makes the planner free those buffers
+    at the start, to show that the check catches it.
   }];
+  let options = [
+    Option<"testReleaseInFlightAtStart", "test-release-in-flight-at-start",
+           "bool", "false",
+           "Test fault: free asynchronous collectives' buffers at their start">,
+  ];
   let statistics = [
     Statistic<"peakBytes", "peak-bytes", "Arena bytes at the peak">,
   ];

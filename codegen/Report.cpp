@@ -300,6 +300,24 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
   return success();
 }
 
+void Report::readVerification(ModelOp rank) {
+  auto record = rank->getAttrOfType<DictionaryAttr>("dist.verified");
+  if (!record)
+    return;
+  Verified v;
+  auto integer = [&](StringRef name) {
+    auto a = record.getAs<IntegerAttr>(name);
+    return a ? a.getInt() : 0;
+  };
+  v.ranks = integer("ranks");
+  v.of = integer("of");
+  v.ops = integer("ops");
+  if (auto axes = record.getAs<ArrayAttr>("class_axes"))
+    for (auto a : axes.getAsRange<StringAttr>())
+      v.classAxes.push_back(a.str());
+  verified = v;
+}
+
 void Report::setCommunication(std::vector<CommLine> lines) {
   communication = std::move(lines);
   double before = predictedStepSeconds;
@@ -437,6 +455,16 @@ llvm::json::Value Report::toJSON() const {
                          {"flops_per_step", flopsPerStep},
                          {"bytes_accessed_per_step", bytesAccessedPerStep},
                          {"tokens_per_step", tokensPerStep}};
+  if (verified) {
+    llvm::json::Array axes;
+    for (const std::string &a : verified->classAxes)
+      axes.push_back(a);
+    out["communication_verified"] = llvm::json::Object{
+        {"ranks_simulated", verified->ranks},
+        {"ranks", verified->of},
+        {"class_axes", std::move(axes)},
+        {"ops_per_rank", verified->ops}};
+  }
   if (cluster) {
     out["cluster"] = cluster->name;
     out["compute_seconds"] = computeSeconds;
@@ -501,6 +529,17 @@ void Report::print(llvm::raw_ostream &os) const {
     if (cluster)
       os << llvm::format(", %.4g s", c.seconds);
     os << "   (" << c.what << ")\n";
+  }
+  if (verified) {
+    os << "  communication verified before launch: " << verified->ops
+       << " operations on the busiest rank; " << verified->ranks
+       << (verified->ranks == 1 ? " rank" : " ranks") << " simulated for "
+       << verified->of << " (";
+    if (verified->classAxes.empty())
+      os << "every rank runs the same program";
+    else
+      os << "one per coordinate on " << llvm::join(verified->classAxes, "+");
+    os << ")\n";
   }
   os << "  pipeline bubble: 0 (no pipeline)\n"
      << llvm::format("  FLOPs per step: %.4g (%.4g per token; 6N = %.4g)\n",

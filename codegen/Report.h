@@ -123,6 +123,16 @@ struct Report {
   /// the batch needs.
   llvm::LogicalResult useRankProgram(loom::train::ModelOp rank);
   bool activationsFromRankProgram = false;
+  /// What dist-verify-communication proved of the rank program (its
+  /// `dist.verified` record): the ranks simulated, of how many, and the
+  /// axes whose coordinates tell the ranks' programs apart.
+  struct Verified {
+    int64_t ranks = 0, of = 0, ops = 0;
+    std::vector<std::string> classAxes;
+  };
+  std::optional<Verified> verified;
+  /// Reads `verified` from the rank program.
+  void readVerification(loom::train::ModelOp rank);
 };
 
 /// The collectives of a partitioned model (the rank program, after

@@ -109,7 +109,7 @@ struct MicroBatchCloner {
       carryTypes.push_back(map.lookupOrDefault(v).getType());
     for (Value v : slices) {
       auto t = cast<RankedTensorType>(v.getType());
-      SmallVector<int64_t> shape{repeat.getCount()};
+      SmallVector<int64_t> shape{int64_t(repeat.getCount())};
       llvm::append_range(shape, t.getShape());
       stackedTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
     }

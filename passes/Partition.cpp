@@ -254,7 +254,6 @@ struct Partitioner {
     for (BlockArgument arg : body.getArguments().drop_front())
       if (failed(setLocalType(arg, recorded(arg), repeat.getLoc())))
         return failure();
-    size_t numCarries = repeat.getCarries().size();
     auto argDims = [&](unsigned i) { return held.lookup(body.getArgument(i)); };
     auto withLead = [](SmallVector<Axes> dims) {
       dims.insert(dims.begin(), Axes{});

@@ -327,55 +327,75 @@ def DistCommOpt : Pass<"dist-comm-opt", "::mlir::ModuleOp"> {
 }
 
 def DistVerifyCommunication : Pass<"dist-verify-communication", "::mlir::ModuleOp"> {
-  let summary = "Prove before launch that every rank's collectives match and complete";
+  let summary = "Prove before launch that every rank's communication matches and completes";
   let description = [{
     Runs on the rank program (after `dist-partition` and `dist-comm-opt`;
-    `loomc` runs it on every build). For each rank of the mesh it lists the
-    collectives the rank issues, in program order with repeats unrolled (an
-    op with `dist.ranks` runs only on those world ranks), then simulates
+    `loomc` runs it on every build). For each rank it lists the
+    communication the rank issues, in program order with repeats unrolled:
+    collectives over groups of mesh axes, and `dist.send` / `dist.recv`
+    halves. An op with `dist.on` (a dictionary of axis coordinates) or
+    `dist.ranks` (world ranks) runs only on those ranks. It then simulates
     the blocking order: a collective completes when every member of its
-    group (the ranks that differ only on its axes) has reached it. Members
-    that reach different collectives of one group (another kind, reduction,
-    element type or element count) are an error naming the two ranks, the
-    group's axes and both ops; ranks that can no longer move (a rank that
-    skips a collective, two ranks waiting in different groups) are an
-    error naming each stuck rank and where it waits. Ranks whose programs
-    are the same form one class, simulated through one representative: a
-    program with no rank-dependent op is one class whatever the mesh size
-    (the `rank-classes` statistic says how many were simulated).
+    group (the ranks that differ only on its axes) has reached it; a send
+    completes when its peer has reached the matching receive (a rendezvous,
+    so an order that only buffering could save is rejected).
+
+    Errors name the ranks, the group and both ops with their locations:
+    members of a group that reach different collectives (another kind,
+    reduction, element type or element count); a send whose receive has
+    another type; a rank whose send, receive or collective can never
+    complete because its peer or a member has nothing left (an unmatched
+    send); ranks that wait on each other in a cycle, listed in order.
+
+    A rank's program depends only on its coordinates on the axes that
+    `dist.on` and point-to-point ops name (every axis when `dist.ranks` is
+    used), so the ranks whose other coordinates are 0 stand for their
+    classes: a data- and tensor-parallel program is one class whatever the
+    mesh, a pipeline one class per stage. What was proved is recorded on
+    the model as `dist.verified` (ranks simulated, of how many, the class
+    axes, the busiest rank's operations), which `loomc --report` prints.
 
     ```mlir
     // error: ranks 0 and 1 disagree on collective 2 over dp: rank 0 issues
     //   'dist.all_reduce' of 64 x f32, rank 1 issues 'dist.all_reduce' of 63 x f32
+    // error: the ranks' communication cannot complete: ranks 0 -> 2 -> 0
+    //   wait on each other in a cycle
     ```
+
+    That asynchronous collectives are waited before their buffers are
+    reused is a property of the memory plan, checked where buffers are
+    placed (`loom-memory-plan`, `loom-lower-to-runtime`).
   }];
   let options = [
     Option<"everyRank", "every-rank", "bool", "false",
-           "Simulate every rank even when all ranks run the same program">,
+           "Simulate every rank, not one per class of equivalent ranks">,
   ];
   let statistics = [
     Statistic<"numCollectives", "collectives",
-              "Collectives issued by the busiest rank">,
+              "Communication ops issued by the busiest rank">,
     Statistic<"numRankClasses", "rank-classes",
-              "Classes of equivalent ranks simulated, one representative each">,
+              "Ranks simulated (one per class of equivalent ranks)">,
   ];
 }
 
 def DistInjectCommFault : Pass<"dist-inject-comm-fault", "::mlir::ModuleOp"> {
   let summary = "Test pass: make one rank's communication wrong";
   let description = [{
-    Rewrites a valid rank program so that rank `rank` gets collective number
-    `index` (in program order) wrong: `skip` (it does not issue it), `swap`
-    (it issues it after the next one), `count` (over a tensor one element
-    shorter in its last dimension) or `type` (over bf16). The other ranks
-    keep the original (`dist.ranks`). `dist-verify-communication` must
-    reject each.
+    Rewrites a valid rank program so that rank `rank` gets communication op
+    number `index` (collectives, sends and receives, in program order)
+    wrong: `skip` (it does not issue it: a skipped collective, or an
+    unmatched send when the op is a receive), `swap` (it issues it after
+    the next one it runs: swapped collectives, or a send/receive cycle),
+    `count` (over a tensor one element shorter in its last dimension) or
+    `type` (over bf16). The other ranks keep the original (`dist.ranks`).
+    `dist-verify-communication` must reject each.
   }];
   let options = [
     Option<"fault", "fault", "std::string", "\"skip\"",
            "skip, swap, count or type">,
     Option<"rank", "rank", "int64_t", "1", "The world rank that goes wrong">,
-    Option<"index", "index", "int64_t", "0", "Which collective, in program order">,
+    Option<"index", "index", "int64_t", "0",
+           "Which communication op, in program order">,
   ];
 }
 

@@ -28,41 +28,71 @@ using namespace loom::train;
 namespace {
 
 constexpr StringLiteral kRanksAttr = "dist.ranks";
+constexpr StringLiteral kOnAttr = "dist.on";
+constexpr StringLiteral kVerifiedAttr = "dist.verified";
 
-/// Whether world rank `rank` runs `op` (and every op around it).
-bool runsOn(Operation *op, int64_t rank) {
-  for (; op; op = op->getParentOp())
+/// Whether world rank `rank` of `mesh` runs `op` (and every op around it):
+/// `dist.ranks` lists world ranks, `dist.on` coordinates.
+bool runsOn(Operation *op, dist::MeshAttr mesh, int64_t rank) {
+  SmallVector<int64_t> c(mesh.getSizes().size());
+  for (int64_t a = int64_t(c.size()) - 1, r = rank; a >= 0; --a) {
+    c[a] = r % mesh.getSizes()[a];
+    r /= mesh.getSizes()[a];
+  }
+  for (; op; op = op->getParentOp()) {
     if (auto ranks = op->getAttrOfType<DenseI64ArrayAttr>(kRanksAttr))
       if (!llvm::is_contained(ranks.asArrayRef(), rank))
         return false;
+    if (auto on = op->getAttrOfType<DictionaryAttr>(kOnAttr))
+      for (NamedAttribute entry : on) {
+        int64_t axis = mesh.getAxisIndex(entry.getName());
+        auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
+        if (axis >= 0 && coordinate && c[axis] != coordinate.getInt())
+          return false;
+      }
+  }
   return true;
 }
 
-/// One collective as a rank issues it.
+/// Collectives and point-to-point transfers (not `dist.shard`, which is
+/// local).
+bool isCommunication(Operation *op) {
+  return isa<dist::SendOp, dist::RecvOp>(op) ||
+         (isa_and_nonnull<dist::DistDialect>(op->getDialect()) &&
+          op->hasAttr("axes") && !isa<dist::ShardOp>(op));
+}
+
+/// One communication as a rank issues it: a collective over a group, or one
+/// half of a point-to-point transfer.
 struct Event {
+  enum Kind { Collective, Send, Recv } kind;
   Operation *op;
-  uint32_t mask;     // the group's axes
-  int64_t group;     // which group of that mask (the other coordinates)
-  std::string kind;  // op name, with the reduction
+  uint32_t mask = 0;  // a collective's group axes
+  int64_t group = 0;  // which group of that mask (the other coordinates)
+  int64_t peer = -1;  // a send's or receive's other rank (world rank)
+  std::string name;   // op name, with the reduction
   Type element;
-  int64_t count;
+  int64_t count = 0;
+  Type type;          // a send's or receive's tensor type
 
   bool sameCollective(const Event &o) const {
-    return kind == o.kind && element == o.element && count == o.count;
+    return name == o.name && element == o.element && count == o.count;
   }
 };
 
 struct Simulator {
   ModelOp model;
   dist::MeshAttr mesh;
-  int64_t ranks;
-  /// Classes of equivalent ranks simulated (one representative each).
-  int64_t classes = 0;
+  /// The world ranks simulated: one per class of ranks that run the same
+  /// program (all of them with `every-rank`).
+  SmallVector<int64_t> simulated;
+  DenseMap<int64_t, size_t> slot;
   bool everyRank = false;
   SmallVector<SmallVector<Event>> events;
+  /// The mesh axes whose coordinates change what a rank runs.
+  SmallVector<StringRef> classAxes;
 
-  Simulator(ModelOp model, dist::MeshAttr mesh)
-      : model(model), mesh(mesh), ranks(mesh.getNumRanks()) {}
+  Simulator(ModelOp model, dist::MeshAttr mesh) : model(model), mesh(mesh) {}
 
   SmallVector<int64_t> coordinates(int64_t rank) {
     SmallVector<int64_t> c(mesh.getSizes().size());
@@ -71,6 +101,13 @@ struct Simulator {
       rank /= mesh.getSizes()[a];
     }
     return c;
+  }
+
+  int64_t rankOf(ArrayRef<int64_t> c) {
+    int64_t rank = 0;
+    for (auto [a, size] : llvm::enumerate(mesh.getSizes()))
+      rank = rank * size + c[a];
+    return rank;
   }
 
   /// The group of `mask` that `rank` belongs to: its coordinates on the
@@ -84,41 +121,73 @@ struct Simulator {
     return id;
   }
 
-  /// The collectives `rank` issues in `block`, repeats unrolled.
+  /// The rank `rank` talks to through a send or receive.
+  int64_t peerOf(int64_t rank, StringRef axis, int64_t peer) {
+    SmallVector<int64_t> c = coordinates(rank);
+    c[mesh.getAxisIndex(axis)] = peer;
+    return rankOf(c);
+  }
+
+  /// The communication `rank` issues in `block`, repeats unrolled.
   void collect(Block &block, int64_t rank, SmallVector<Event> &out) {
     for (Operation &op : block) {
-      if (!runsOn(&op, rank))
+      if (!runsOn(&op, mesh, rank))
         continue;
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         for (int64_t i = 0, e = repeat.getCount(); i < e; ++i)
           collect(repeat.getBodyBlock(), rank, out);
         continue;
       }
-      auto axes = op.getAttrOfType<ArrayAttr>("axes");
-      if (!isa_and_nonnull<dist::DistDialect>(op.getDialect()) || !axes ||
-          isa<dist::ShardOp>(op))
+      if (auto send = dyn_cast<dist::SendOp>(op)) {
+        Event e{Event::Send, &op};
+        e.peer = peerOf(rank, send.getAxis(), send.getPeer());
+        e.name = "send";
+        e.type = send.getInput().getType();
+        out.push_back(e);
         continue;
-      uint32_t mask = mesh.getGroupMask(
-          llvm::to_vector(axes.getAsRange<StringAttr>()));
-      int64_t count = 0;
-      Type element;
+      }
+      if (auto recv = dyn_cast<dist::RecvOp>(op)) {
+        Event e{Event::Recv, &op};
+        e.peer = peerOf(rank, recv.getAxis(), recv.getPeer());
+        e.name = "recv";
+        e.type = recv.getType();
+        out.push_back(e);
+        continue;
+      }
+      if (!isCommunication(&op))
+        continue;
+      auto axes = op.getAttrOfType<ArrayAttr>("axes");
+      Event e{Event::Collective, &op};
+      e.mask = mesh.getGroupMask(llvm::to_vector(axes.getAsRange<StringAttr>()));
+      e.group = groupOf(rank, e.mask);
       for (Value v : op.getOperands()) {
         auto type = cast<RankedTensorType>(v.getType());
-        count += type.getNumElements();
-        element = type.getElementType();
+        e.count += type.getNumElements();
+        e.element = type.getElementType();
       }
-      std::string kind = op.getName().stripDialect().str();
+      e.name = op.getName().stripDialect().str();
       if (op.hasAttr("max"))
-        kind += " max";
-      out.push_back({&op, mask, groupOf(rank, mask), kind, element, count});
+        e.name += " max";
+      out.push_back(e);
     }
   }
 
   std::string describe(const Event &e) {
     std::string s;
     llvm::raw_string_ostream os(s);
-    os << "'dist." << e.kind << "' of " << e.count << " x " << e.element;
+    os << "'dist." << e.name << "' of ";
+    if (e.kind == Event::Collective)
+      os << e.count << " x " << e.element;
+    else
+      os << e.type << (e.kind == Event::Send ? " to rank " : " from rank ")
+         << e.peer;
     return s;
+  }
+
+  /// `describe`, with a collective's group.
+  std::string where(const Event &e) {
+    return describe(e) +
+           (e.kind == Event::Collective ? " over " + axesOf(e.mask) : "");
   }
 
   std::string axesOf(uint32_t mask) {
@@ -129,93 +198,196 @@ struct Simulator {
     return s;
   }
 
-  /// Runs the ranks' blocking order: a collective completes when every
-  /// member of its group has reached it.
-  LogicalResult simulate() {
-    // Ranks whose programs are the same are one class: with no op that
-    // runs on some ranks only, every rank issues the same collectives over
-    // its own groups, so one representative is all there is to check.
-    bool rankDependent = false;
+  /// Chooses the ranks to simulate. A rank's program depends only on its
+  /// coordinates on the axes that `dist.on` and point-to-point ops name
+  /// (all axes when an op lists world ranks in `dist.ranks`), so the ranks
+  /// whose other coordinates are 0 stand for every class, and the set is
+  /// closed under the peers and group members the simulation needs.
+  void chooseRanks() {
+    uint32_t axes = 0;
+    bool allAxes = everyRank;
+    auto addAxis = [&](StringRef name) {
+      int64_t a = mesh.getAxisIndex(name);
+      if (a >= 0)
+        axes |= 1u << a;
+    };
     model.walk([&](Operation *op) {
       if (op->hasAttr(kRanksAttr))
-        rankDependent = true;
+        allAxes = true;
+      if (auto on = op->getAttrOfType<DictionaryAttr>(kOnAttr))
+        for (NamedAttribute entry : on)
+          addAxis(entry.getName());
+      if (auto send = dyn_cast<dist::SendOp>(op))
+        addAxis(send.getAxis());
+      if (auto recv = dyn_cast<dist::RecvOp>(op))
+        addAxis(recv.getAxis());
     });
-    if (!rankDependent && !everyRank) {
-      ranks = 1;
-      classes = 1;
-    } else {
-      classes = mesh.getNumRanks();
+    if (allAxes)
+      axes = ~0u;
+    for (auto [a, name] : llvm::enumerate(mesh.getNames()))
+      if (axes & (1u << a))
+        classAxes.push_back(name.getValue());
+    for (int64_t r = 0, n = mesh.getNumRanks(); r < n; ++r) {
+      SmallVector<int64_t> c = coordinates(r);
+      bool representative = true;
+      for (auto [a, coordinate] : llvm::enumerate(c))
+        if (!(axes & (1u << a)) && coordinate != 0)
+          representative = false;
+      if (representative) {
+        slot[r] = simulated.size();
+        simulated.push_back(r);
+      }
     }
-    events.resize(ranks);
-    for (int64_t r = 0; r < ranks; ++r)
-      collect(model.getBody().front(), r, events[r]);
-    SmallVector<size_t> pc(ranks, 0);
+  }
+
+  const Event *current(int64_t rank, ArrayRef<size_t> pc) {
+    size_t s = slot.lookup(rank);
+    return pc[s] < events[s].size() ? &events[s][pc[s]] : nullptr;
+  }
+
+  /// Runs the ranks' blocking order: a collective completes when every
+  /// member of its group has reached it, a send when its peer has reached
+  /// the matching receive.
+  LogicalResult simulate() {
+    chooseRanks();
+    events.resize(simulated.size());
+    for (auto [s, r] : llvm::enumerate(simulated))
+      collect(model.getBody().front(), r, events[s]);
+    SmallVector<size_t> pc(simulated.size(), 0);
     while (true) {
       bool progress = false, done = true;
-      for (int64_t r = 0; r < ranks; ++r) {
-        if (pc[r] >= events[r].size())
+      for (auto [s, r] : llvm::enumerate(simulated)) {
+        const Event *e = current(r, pc);
+        if (!e)
           continue;
         done = false;
-        const Event &e = events[r][pc[r]];
+        if (e->kind == Event::Recv)
+          continue; // completed by its sender
+        if (e->kind == Event::Send) {
+          const Event *o = current(e->peer, pc);
+          if (!o || o->kind != Event::Recv || o->peer != r)
+            continue;
+          if (o->type != e->type) {
+            InFlightDiagnostic d =
+                e->op->emitError()
+                << "rank " << r << " sends " << e->type << " to rank "
+                << e->peer << ", which receives " << o->type;
+            d.attachNote(o->op->getLoc()) << "rank " << e->peer << "'s receive";
+            return failure();
+          }
+          ++pc[s];
+          ++pc[slot.lookup(e->peer)];
+          progress = true;
+          continue;
+        }
         SmallVector<int64_t> members;
         bool ready = true;
-        for (int64_t m = 0; m < ranks; ++m) {
-          if (groupOf(m, e.mask) != e.group)
+        for (int64_t m : simulated) {
+          if (groupOf(m, e->mask) != e->group)
             continue;
           members.push_back(m);
-          if (pc[m] >= events[m].size()) {
+          const Event *o = current(m, pc);
+          if (!o || o->kind != Event::Collective || o->mask != e->mask ||
+              o->group != e->group) {
             ready = false;
             continue;
           }
-          const Event &o = events[m][pc[m]];
-          if (o.mask != e.mask || o.group != e.group) {
-            ready = false;
-            continue;
-          }
-          if (!e.sameCollective(o)) {
-            InFlightDiagnostic d = e.op->emitError()
+          if (!e->sameCollective(*o)) {
+            InFlightDiagnostic d = e->op->emitError()
                                    << "ranks " << r << " and " << m
-                                   << " disagree on collective " << pc[r] + 1
-                                   << " over " << axesOf(e.mask)
+                                   << " disagree on collective " << pc[s] + 1
+                                   << " over " << axesOf(e->mask)
                                    << ": rank " << r << " issues "
-                                   << describe(e) << ", rank " << m
-                                   << " issues " << describe(o);
-            d.attachNote(o.op->getLoc()) << "rank " << m << "'s collective";
+                                   << describe(*e) << ", rank " << m
+                                   << " issues " << describe(*o);
+            d.attachNote(o->op->getLoc()) << "rank " << m << "'s collective";
             return failure();
           }
         }
         if (!ready)
           continue;
         for (int64_t m : members)
-          ++pc[m];
+          ++pc[slot.lookup(m)];
         progress = true;
       }
       if (done)
         return success();
-      if (progress)
+      if (!progress)
+        return reportStuck(pc);
+    }
+  }
+
+  /// The rank `rank` waits on: a peer, or the first member of its group
+  /// that is elsewhere.
+  int64_t waitsOn(int64_t rank, const Event &e, ArrayRef<size_t> pc) {
+    if (e.kind != Event::Collective)
+      return e.peer;
+    for (int64_t m : simulated) {
+      if (m == rank || groupOf(m, e.mask) != e.group)
         continue;
-      // Nobody can move: name each stuck rank and what it waits in.
-      for (int64_t r = 0; r < ranks; ++r) {
-        if (pc[r] >= events[r].size())
-          continue;
-        const Event &e = events[r][pc[r]];
-        InFlightDiagnostic d = e.op->emitError()
-                               << "the ranks' communication cannot complete: "
-                               << "rank " << r << " waits in " << describe(e)
-                               << " over " << axesOf(e.mask);
-        for (int64_t m = 0; m < ranks; ++m) {
-          if (m == r || groupOf(m, e.mask) != e.group)
-            continue;
-          if (pc[m] >= events[m].size())
-            d.attachNote(model.getLoc())
-                << "rank " << m << " has no collective left";
-          else
-            d.attachNote(events[m][pc[m]].op->getLoc())
-                << "rank " << m << " is in " << describe(events[m][pc[m]])
-                << " over " << axesOf(events[m][pc[m]].mask);
-        }
+      const Event *o = current(m, pc);
+      if (!o || o->kind != Event::Collective || o->mask != e.mask)
+        return m;
+    }
+    return rank;
+  }
+
+  /// Nobody can move: follows who waits on whom from the first stuck rank,
+  /// to a rank with nothing left (an unmatched operation) or around a cycle.
+  LogicalResult reportStuck(ArrayRef<size_t> pc) {
+    int64_t first = -1;
+    for (int64_t r : simulated)
+      if (current(r, pc)) {
+        first = r;
+        break;
+      }
+    SmallVector<int64_t> chain{first};
+    while (true) {
+      int64_t r = chain.back();
+      const Event &e = *current(r, pc);
+      int64_t next = waitsOn(r, e, pc);
+      const Event *o = current(next, pc);
+      if (!o) {
+        InFlightDiagnostic d = e.op->emitError();
+        if (e.kind == Event::Collective)
+          d << "the ranks' communication cannot complete: rank " << r
+            << " waits in " << where(e);
+        else
+          d << "unmatched " << (e.kind == Event::Send ? "send" : "receive")
+            << ": rank " << r << " waits in " << where(e);
+        d.attachNote(model.getLoc())
+            << "rank " << next << " has no "
+            << (e.kind == Event::Collective ? "collective" : "communication")
+            << " left";
         return failure();
       }
+      auto seen = llvm::find(chain, next);
+      if (seen == chain.end()) {
+        chain.push_back(next);
+        continue;
+      }
+      // A cycle: every rank in it waits on the next.
+      SmallVector<int64_t> cycle(seen, chain.end());
+      const Event &head = *current(cycle.front(), pc);
+      InFlightDiagnostic d = head.op->emitError();
+      bool twoGroups = cycle.size() == 2 && head.kind == Event::Collective &&
+                       current(cycle[1], pc)->kind == Event::Collective;
+      if (twoGroups) {
+        d << "the ranks' communication cannot complete: rank "
+          << cycle.front() << " waits in " << where(head);
+      } else {
+        d << "the ranks' communication cannot complete: ranks";
+        for (int64_t r : cycle)
+          d << " " << r << " ->";
+        d << " " << cycle.front() << " wait on each other in a cycle";
+      }
+      for (int64_t r : cycle)
+        if (r != cycle.front() || cycle.size() == 1)
+          d.attachNote(current(r, pc)->op->getLoc())
+              << "rank " << r << " is in " << where(*current(r, pc));
+      if (cycle.size() > 1 && !twoGroups)
+        d.attachNote(head.op->getLoc())
+            << "rank " << cycle.front() << " is in " << where(head);
       return failure();
     }
   }
@@ -234,9 +406,24 @@ struct DistVerifyCommunicationPass
       sim.everyRank = everyRank;
       if (failed(sim.simulate()))
         return signalPassFailure();
+      int64_t busiest = 0;
       for (const auto &rank : sim.events)
-        numCollectives = std::max<int64_t>(numCollectives, rank.size());
-      numRankClasses += sim.classes;
+        busiest = std::max<int64_t>(busiest, rank.size());
+      numCollectives = std::max<int64_t>(numCollectives, busiest);
+      numRankClasses += sim.simulated.size();
+      // What was proved, for the report: how many ranks stood for the
+      // mesh, the axes that tell their programs apart, the busiest rank's
+      // communication ops.
+      Builder b(model.getContext());
+      model->setAttr(
+          kVerifiedAttr,
+          b.getDictionaryAttr(
+              {b.getNamedAttr("ranks", b.getI64IntegerAttr(
+                                           sim.simulated.size())),
+               b.getNamedAttr("of", b.getI64IntegerAttr(mesh.getNumRanks())),
+               b.getNamedAttr("class_axes",
+                              b.getStrArrayAttr(sim.classAxes)),
+               b.getNamedAttr("ops", b.getI64IntegerAttr(busiest))}));
     }
   }
 };
@@ -256,15 +443,30 @@ struct DistInjectCommFaultPass
         continue;
       SmallVector<Operation *> collectives;
       model.walk([&](Operation *op) {
-        if (isa_and_nonnull<dist::DistDialect>(op->getDialect()) &&
-            op->hasAttr("axes") &&
-            !isa<dist::ShardOp>(op))
+        if (isCommunication(op))
           collectives.push_back(op);
       });
-      if (index >= int64_t(collectives.size()) ||
-          (fault == "swap" && index + 1 >= int64_t(collectives.size()))) {
+      if (index >= int64_t(collectives.size())) {
         model.emitError("dist-inject-comm-fault: the model has ")
-            << collectives.size() << " collectives, no collective "
+            << collectives.size() << " communication ops, no op "
+            << int64_t(index);
+        return signalPassFailure();
+      }
+      if (!runsOn(collectives[index], mesh, rank)) {
+        collectives[index]->emitError("dist-inject-comm-fault: rank ")
+            << int64_t(rank) << " does not run this op";
+        return signalPassFailure();
+      }
+      // The next communication op that rank `rank` runs, for `swap`.
+      Operation *next = nullptr;
+      for (Operation *later : ArrayRef(collectives).drop_front(index + 1))
+        if (runsOn(later, mesh, rank)) {
+          next = later;
+          break;
+        }
+      if (fault == "swap" && !next) {
+        model.emitError("dist-inject-comm-fault: rank ")
+            << int64_t(rank) << " runs no communication after op "
             << int64_t(index);
         return signalPassFailure();
       }
@@ -274,8 +476,7 @@ struct DistInjectCommFaultPass
           others.push_back(r);
       Operation *op = collectives[index];
       if (isa<dist::AllReduceStartOp, dist::WaitOp>(op) ||
-          (fault == "swap" &&
-           isa<dist::AllReduceStartOp>(collectives[index + 1]))) {
+          (fault == "swap" && isa<dist::AllReduceStartOp>(next))) {
         op->emitError("dist-inject-comm-fault: inject faults before "
                       "dist-comm-opt, into blocking collectives");
         return signalPassFailure();
@@ -284,15 +485,20 @@ struct DistInjectCommFaultPass
       if (fault == "skip") {
         restrict(op, others);
       } else if (fault == "swap") {
-        // Rank `rank` issues this collective after the next one (a copy,
+        // Rank `rank` issues this op after the next one it runs (a copy,
         // whose result nothing reads: only the order is wrong).
-        Operation *next = collectives[index + 1];
         b.setInsertionPointAfter(next);
         Operation *late = b.clone(*op);
         restrict(late, {rank});
         restrict(op, others);
       } else if (fault == "count" || fault == "type") {
-        // Rank `rank` reduces a tensor of another size or element type.
+        // Rank `rank` reduces (or sends) a tensor of another size or
+        // element type.
+        if (op->getNumOperands() == 0) {
+          op->emitError("dist-inject-comm-fault: '")
+              << fault << "' changes an operand; this op has none";
+          return signalPassFailure();
+        }
         b.setInsertionPoint(op);
         IRMapping map;
         for (Value v : op->getOperands()) {

@@ -37,7 +37,7 @@ Attribute MeshAttr::parse(AsmParser &parser, Type) {
   SmallVector<int64_t> sizes;
   auto parseAxis = [&]() -> ParseResult {
     std::string name;
-    int64_t size;
+    int64_t size = 0;
     if (parser.parseString(&name) || parser.parseEqual() ||
         parser.parseInteger(size))
       return failure();
@@ -525,6 +525,30 @@ LogicalResult CollectivePermuteOp::verify() {
   }
   return success();
 }
+
+/// Checks a point-to-point op's axis and peer coordinate, and its `dist.on`
+/// coordinate on that axis when it has one (a rank does not send to itself).
+static LogicalResult verifyPeer(Operation *op, StringRef axis, int64_t peer) {
+  MeshAttr mesh;
+  if (failed(lookupMesh(op, mesh)))
+    return failure();
+  if (mesh.getAxisIndex(axis) < 0)
+    return op->emitOpError("names mesh axis \"")
+           << axis << "\", which the mesh " << mesh << " does not have";
+  int64_t size = mesh.getAxisSize(axis);
+  if (peer < 0 || peer >= size)
+    return op->emitOpError("peer ")
+           << peer << " is outside axis \"" << axis << "\" of size " << size;
+  if (auto on = op->getAttrOfType<DictionaryAttr>("dist.on"))
+    if (auto self = on.getAs<IntegerAttr>(axis); self && self.getInt() == peer)
+      return op->emitOpError("runs on ")
+             << axis << " = " << peer << " and names that rank as its peer";
+  return success();
+}
+
+LogicalResult SendOp::verify() { return verifyPeer(*this, getAxis(), getPeer()); }
+
+LogicalResult RecvOp::verify() { return verifyPeer(*this, getAxis(), getPeer()); }
 
 LogicalResult ShardOp::verify() {
   MeshAttr mesh;

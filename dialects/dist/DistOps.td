@@ -235,6 +235,40 @@ def Dist_CollectivePermuteOp : Dist_CollectiveOp<"collective_permute", [SameOper
   }];
 }
 
+def Dist_SendOp : Dist_Op<"send", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Send a tensor to one rank along a mesh axis";
+  let description = [{
+    Point-to-point: the rank sends `input` to the rank whose coordinate on
+    `axis` is `peer` and whose other coordinates are its own (a pipeline
+    stage's activations to the next stage). The peer must issue the matching
+    `dist.recv` of the same type; `dist-verify-communication` treats the
+    pair as a rendezvous (the send completes when the receive is posted), so
+    an order that only buffering could save is rejected. Code that only
+    some ranks run carries the discardable attribute `dist.on`, a dictionary
+    from axis names to the coordinate that runs it.
+
+    ```mlir
+    dist.send %x to "pp" = 1 {dist.on = {pp = 0}} : tensor<4x8xf32>
+    %y = dist.recv from "pp" = 0 {dist.on = {pp = 1}} : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrAttr:$axis, I64Attr:$peer);
+  let assemblyFormat = "$input `to` $axis `=` $peer attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def Dist_RecvOp : Dist_Op<"recv", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Receive a tensor from one rank along a mesh axis";
+  let description = [{
+    The other half of `dist.send`: the tensor the rank whose coordinate on
+    `axis` is `peer` (other coordinates the same) sends.
+  }];
+  let arguments = (ins StrAttr:$axis, I64Attr:$peer);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "`from` $axis `=` $peer attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def Dist_AllReduceStartOp : Dist_Op<"all_reduce_start", [AllTypesMatch<["inputs", "results"]>]> {
   let summary = "Start all-reduces that run while the rank computes on";
   let description = [{

@@ -334,6 +334,7 @@ int main(int argc, char **argv) {
     if (!meshSpec.empty() &&
         config.precision == loom::codegen::Precision::Fp32) {
       auto rank = *module->getOps<loom::train::ModelOp>().begin();
+      plan->readVerification(rank);
       plan->setCommunication(
           loom::codegen::countCommunication(rank, config.mesh, cluster));
       // A mesh that splits more than the batch: activations and time are

@@ -87,3 +87,32 @@ train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
   %l = train.reduce sum %a dims [0] : tensor<8xf32>
   train.output loss(%l : tensor<f32>)
 }
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 2]>} {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{'dist.send' op peer 2 is outside axis "pp" of size 2}}
+  dist.send %x to "pp" = 2 : tensor<8xf32>
+  %l = train.reduce sum %x dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 2]>} {
+  // expected-error @below {{'dist.recv' op names mesh axis "dp", which the mesh #dist.mesh<["pp" = 2]> does not have}}
+  %x = dist.recv from "dp" = 0 : tensor<8xf32>
+  %l = train.reduce sum %x dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 2]>} {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{'dist.send' op runs on pp = 1 and names that rank as its peer}}
+  dist.send %x to "pp" = 1 {dist.on = {pp = 1}} : tensor<8xf32>
+  %l = train.reduce sum %x dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}

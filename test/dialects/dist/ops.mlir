@@ -28,6 +28,10 @@ train.model @collectives attributes {dist.mesh = #dist.mesh<["dp" = 2, "tp" = 2]
   // CHECK-NEXT: dist.wait %[[S]]#0, %[[S]]#1 : tensor<8x8xf32>, tensor<4x8xf32>
   %st:2 = dist.all_reduce_start %x, %r over ["dp"] : tensor<8x8xf32>, tensor<4x8xf32>
   %wt:2 = dist.wait %st#0, %st#1 : tensor<8x8xf32>, tensor<4x8xf32>
+  // CHECK: dist.send %{{.*}} to "tp" = 1 {dist.on = {tp = 0 : i64}} : tensor<8x8xf32>
+  // CHECK: dist.recv from "tp" = 0 {dist.on = {tp = 1 : i64}} : tensor<8x8xf32>
+  dist.send %x to "tp" = 1 {dist.on = {tp = 0}} : tensor<8x8xf32>
+  %rv = dist.recv from "tp" = 0 {dist.on = {tp = 1}} : tensor<8x8xf32>
   %l = train.reduce sum %a dims [0, 1] : tensor<8x8xf32>
   %lw = train.reduce sum %w dims [0, 1] : tensor<8x8xf32>
   %loss = train.add %l, %lw : tensor<f32>, tensor<f32>
