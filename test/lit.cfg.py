@@ -41,7 +41,8 @@ for var in list(config.environment):
 
 tool_dirs = [os.path.join(config.loom_obj_root, "bin"), config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
-    ["loom-opt", "loomc", "loomrt-collectives-test", "loomrt-calibrate"],
+    ["loom-opt", "loomc", "loom-schedule", "loomrt-collectives-test",
+     "loomrt-calibrate"],
     tool_dirs)
 
 # The cuda backend: `cuda-build` where it was built (nvcc, cuBLAS and NCCL
