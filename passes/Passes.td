@@ -326,6 +326,45 @@ def DistCommOpt : Pass<"dist-comm-opt", "::mlir::ModuleOp"> {
   ];
 }
 
+def DistPipelinePartition : Pass<"dist-pipeline-partition", "::mlir::ModuleOp"> {
+  let summary = "Cut the forward model into pipeline stages balanced by the cost model";
+  let description = [{
+    Runs on the forward model (before `train-autodiff`). The model is a
+    chain of units: each iteration of a `train.repeat` (a layer) and each
+    run of other ops between repeats (the embedding before the layers, the
+    head and the loss after them). A unit costs the roofline time of its
+    ops from their cost interface (flops, or bytes at `balance` flops per
+    byte when an op moves more than it computes) and holds its parameters'
+    model states (16 bytes per parameter byte's 4 with AdamW, less with
+    SGD) and its activations for the micro-batches in flight (at most the
+    pipeline ranks, as 1F1B's first stage holds). The chain is cut into
+    P x V contiguous stages (P from the mesh's `pp` axis, V virtual stages
+    per rank; stage s runs on pipeline rank s mod P) minimising the slowest
+    stage's cost with every stage within `memory-limit`: an exact dynamic
+    program over the cut points.
+
+    The decision is recorded: `dist.stage` on each op outside repeats,
+    `dist.stages` (one per layer) on each repeat, `dist.stages` on each
+    parameter (the stages that use it: two for an embedding tied to the
+    output projection), and `dist.pipeline` on the model (ranks, virtual
+    stages, each unit's cost, each stage's cost, the bottleneck). A model
+    with fewer units than stages, or one no cut fits in memory, is an error.
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "",
+           "The mesh, e.g. pp=4,dp=2 (the stage count is its pp axis)">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Stages per pipeline rank (interleaved schedules)">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per step (activations in flight)">,
+    Option<"memoryLimit", "memory-limit", "int64_t", "0",
+           "Bytes a stage may hold (0: no limit)">,
+    Option<"balance", "balance", "double", "20.0",
+           "Flops per byte of the device (roofline ridge point)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def DistVerifyCommunication : Pass<"dist-verify-communication", "::mlir::ModuleOp"> {
   let summary = "Prove before launch that every rank's communication matches and completes";
   let description = [{
