@@ -409,11 +409,57 @@ Error checkComplete(const Schedule &s) {
     }
   return Error::success();
 }
+/// Transfers between ranks match in order (MPI's non-overtaking messages
+/// and NCCL's per-pair order): what rank a sends rank b, in a's order,
+/// must be what b receives from a, in b's order. A forward sends its
+/// activations to the next stage, which receives them before its forward;
+/// a backward (or its input part) sends the input gradient to the previous
+/// stage, which receives it before its own.
+Error checkTransferOrder(const Schedule &s) {
+  int64_t stages = s.numStages();
+  std::map<std::pair<int64_t, int64_t>, std::vector<Action>> sent, received;
+  for (auto [r, rank] : llvm::enumerate(s.order))
+    for (const Action &a : rank) {
+      bool isGradient =
+          a.work == Work::Backward || a.work == Work::BackwardInput;
+      if (a.work == Work::Forward && a.stage + 1 < stages &&
+          s.rankOf(a.stage + 1) != int64_t(r))
+        sent[{r, s.rankOf(a.stage + 1)}].push_back(a);
+      if (isGradient && a.stage > 0 && s.rankOf(a.stage - 1) != int64_t(r))
+        sent[{r, s.rankOf(a.stage - 1)}].push_back(
+            {a.stage, Work::Backward, a.microBatch});
+      // What this action receives: the sender's action.
+      if (a.work == Work::Forward && a.stage > 0 &&
+          s.rankOf(a.stage - 1) != int64_t(r))
+        received[{s.rankOf(a.stage - 1), r}].push_back(
+            forward(a.stage - 1, a.microBatch));
+      if (isGradient && a.stage + 1 < stages &&
+          s.rankOf(a.stage + 1) != int64_t(r))
+        received[{s.rankOf(a.stage + 1), r}].push_back(
+            {a.stage + 1, Work::Backward, a.microBatch});
+    }
+  for (auto &[pair, sends] : sent) {
+    const std::vector<Action> &recvs = received[pair];
+    for (size_t i = 0; i < std::min(sends.size(), recvs.size()); ++i)
+      if (!(sends[i] == recvs[i]))
+        return createStringError(
+            formatv("rank {0} sends rank {1} the output of {2} as its "
+                    "transfer {3}, but rank {1} expects the output of {4} "
+                    "there (transfers between two ranks arrive in the "
+                    "order they are sent)",
+                    pair.first, pair.second, sends[i].str(), i + 1,
+                    recvs[i].str())
+                .str());
+  }
+  return Error::success();
+}
 } // namespace
 
 Expected<Simulation> loom::pipeline::simulate(const Schedule &schedule,
                                               const Costs &costs) {
   if (Error e = checkComplete(schedule))
+    return std::move(e);
+  if (Error e = checkTransferOrder(schedule))
     return std::move(e);
   int64_t ranks = schedule.ranks, stages = schedule.numStages();
   Simulation sim;
