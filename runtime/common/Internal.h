@@ -65,7 +65,8 @@ struct loomrt_ctx {
   std::vector<TraceEvent> trace;
   std::string tracePath;
   std::chrono::steady_clock::time_point traceStart;
-  /// Where the repeat iterations being traced began (innermost last).
+  /// Where the spans being traced (repeat iterations, pipeline actions)
+  /// began, innermost last.
   std::vector<std::chrono::steady_clock::time_point> iterationStarts;
   /// The thread that runs collectives in issue order (host Comm.cpp).
   std::shared_ptr<void> commStream;

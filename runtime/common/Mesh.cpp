@@ -102,8 +102,7 @@ loomrt::TraceSpan::TraceSpan(loomrt_ctx *ctx, std::string name,
     : ctx(ctx), name(std::move(name)), category(category), thread(thread),
       bytes(bytes), start(std::chrono::steady_clock::now()) {}
 
-void loomrt_trace_iteration(loomrt_ctx *ctx, int64_t repeat, int64_t index,
-                            int32_t begin) {
+void loomrt_trace_span(loomrt_ctx *ctx, const char *name, int32_t begin) {
   if (ctx->tracePath.empty())
     return;
   auto now = std::chrono::steady_clock::now();
@@ -112,15 +111,23 @@ void loomrt_trace_iteration(loomrt_ctx *ctx, int64_t repeat, int64_t index,
     return;
   }
   if (ctx->iterationStarts.empty())
-    fail("loomrt_trace_iteration: an iteration ends that did not begin");
+    fail(std::string("loomrt_trace_span: span '") + name +
+         "' ends that did not begin");
   auto start = ctx->iterationStarts.back();
   ctx->iterationStarts.pop_back();
   using us = std::chrono::duration<double, std::micro>;
   std::lock_guard<std::mutex> lock(ctx->commMutex);
-  ctx->trace.push_back({"repeat " + std::to_string(repeat) + " iteration " +
-                            std::to_string(index),
-                        "compute", us(start - ctx->traceStart).count(),
+  ctx->trace.push_back({name, "compute", us(start - ctx->traceStart).count(),
                         us(now - start).count(), 0, 0});
+}
+
+void loomrt_trace_iteration(loomrt_ctx *ctx, int64_t repeat, int64_t index,
+                            int32_t begin) {
+  if (ctx->tracePath.empty())
+    return;
+  std::string name = "repeat " + std::to_string(repeat) + " iteration " +
+                     std::to_string(index);
+  loomrt_trace_span(ctx, name.c_str(), begin);
 }
 
 loomrt::TraceSpan::~TraceSpan() {

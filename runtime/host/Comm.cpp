@@ -180,6 +180,14 @@ struct loomrt_comm_event {
   std::mutex mutex;
   std::condition_variable done;
   bool finished = false;
+  /// A point-to-point transfer started on the caller's thread: the MPI
+  /// request to complete, and what to count when it does.
+  MPI_Request request = MPI_REQUEST_NULL;
+  bool direct = false;
+  int worldPeer = -1;
+  uint32_t group = 0;
+  int64_t sentBytes = 0;
+  const char *what = "";
 };
 
 namespace {
@@ -384,28 +392,43 @@ static void run_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
   }
 }
 
-static void run_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
-                 int64_t count_, int32_t dtype, int32_t peer) {
-  TraceSpan span(ctx, std::string("send") + " group " + std::to_string(group),
-                 "communication", onCommThread() ? 1 : 0, count_ * elementBytes(dtype));
+/// Point-to-point transfers do not go through the communication stream:
+/// they are matched by their own tag (per pair of ranks, in the order they
+/// are issued), not by their place among the collectives, and queueing a
+/// send behind one the peer has not received yet would hold back a
+/// pipeline's other transfers. They start at once on the caller's thread.
+static loomrt_comm_event *startP2P(loomrt_ctx *ctx, uint32_t group,
+                                   loomrt_buf *data, int64_t count_,
+                                   int32_t dtype, int32_t peer, bool send) {
   Group &g = groupOf(ctx, group);
+  if (peer < 0 || peer >= g.size)
+    fail(std::string(send ? "send" : "recv") + ": peer " +
+         std::to_string(peer) + " is outside a group of " +
+         std::to_string(g.size));
   int64_t bytes = count_ * elementBytes(dtype);
-  std::vector<MPI_Request> requests(1);
-  MPI_Isend(data, int(bytes), MPI_BYTE, g.worldRanks[peer], g.p2pTag(),
-            g.comm, &requests[0]);
-  waitAll(ctx, requests, {g.worldRanks[peer]}, "send");
-  count(ctx, 5, group, bytes);
+  auto *event = new loomrt_comm_event();
+  event->direct = true;
+  event->worldPeer = g.worldRanks[peer];
+  event->group = group;
+  event->what = send ? "send" : "recv";
+  if (send) {
+    event->sentBytes = bytes;
+    MPI_Isend(data, int(bytes), MPI_BYTE, event->worldPeer, g.p2pTag(),
+              g.comm, &event->request);
+  } else {
+    MPI_Irecv(data, int(bytes), MPI_BYTE, event->worldPeer, g.p2pTag(),
+              g.comm, &event->request);
+  }
+  return event;
 }
 
-static void run_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
-                 int64_t count_, int32_t dtype, int32_t peer) {
-  TraceSpan span(ctx, std::string("recv") + " group " + std::to_string(group),
-                 "communication", onCommThread() ? 1 : 0, count_ * elementBytes(dtype));
-  Group &g = groupOf(ctx, group);
-  std::vector<MPI_Request> requests(1);
-  MPI_Irecv(data, int(count_ * elementBytes(dtype)), MPI_BYTE,
-            g.worldRanks[peer], g.p2pTag(), g.comm, &requests[0]);
-  waitAll(ctx, requests, {g.worldRanks[peer]}, "recv");
+/// Completes a transfer `startP2P` began.
+static void finishP2P(loomrt_ctx *ctx, loomrt_comm_event *event) {
+  std::vector<MPI_Request> requests{event->request};
+  waitAll(ctx, requests, {event->worldPeer}, event->what);
+  if (event->sentBytes)
+    count(ctx, 5, event->group, event->sentBytes);
+  delete event;
 }
 
 static void run_barrier(loomrt_ctx *ctx, uint32_t group) {
@@ -430,7 +453,9 @@ static void run_barrier(loomrt_ctx *ctx, uint32_t group) {
 // Asynchronous and blocking entry points
 //===----------------------------------------------------------------------===//
 
-void loomrt_comm_wait(loomrt_ctx *, loomrt_comm_event *event) {
+void loomrt_comm_wait(loomrt_ctx *ctx, loomrt_comm_event *event) {
+  if (event->direct)
+    return finishP2P(ctx, event);
   {
     std::unique_lock<std::mutex> lock(event->mutex);
     event->done.wait(lock, [&] { return event->finished; });
@@ -474,14 +499,12 @@ loomrt_comm_event *loomrt_comm_broadcast_async(loomrt_ctx *ctx, uint32_t group,
 loomrt_comm_event *loomrt_comm_send_async(loomrt_ctx *ctx, uint32_t group,
                                           loomrt_buf *data, int64_t count,
                                           int32_t dtype, int32_t peer) {
-  return streamOf(ctx).enqueue(
-      [=] { run_send(ctx, group, data, count, dtype, peer); });
+  return startP2P(ctx, group, data, count, dtype, peer, true);
 }
 loomrt_comm_event *loomrt_comm_recv_async(loomrt_ctx *ctx, uint32_t group,
                                           loomrt_buf *data, int64_t count,
                                           int32_t dtype, int32_t peer) {
-  return streamOf(ctx).enqueue(
-      [=] { run_recv(ctx, group, data, count, dtype, peer); });
+  return startP2P(ctx, group, data, count, dtype, peer, false);
 }
 
 void loomrt_comm_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
@@ -510,11 +533,15 @@ void loomrt_comm_broadcast(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
 }
 void loomrt_comm_send(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                       int64_t count, int32_t dtype, int32_t peer) {
-  streamOf(ctx).runInOrder([=] { run_send(ctx, group, data, count, dtype, peer); });
+  TraceSpan span(ctx, "send group " + std::to_string(group), "communication",
+                 0, count * elementBytes(dtype));
+  finishP2P(ctx, startP2P(ctx, group, data, count, dtype, peer, true));
 }
 void loomrt_comm_recv(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                       int64_t count, int32_t dtype, int32_t peer) {
-  streamOf(ctx).runInOrder([=] { run_recv(ctx, group, data, count, dtype, peer); });
+  TraceSpan span(ctx, "recv group " + std::to_string(group), "communication",
+                 0, count * elementBytes(dtype));
+  finishP2P(ctx, startP2P(ctx, group, data, count, dtype, peer, false));
 }
 void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
   streamOf(ctx).runInOrder([=] { run_barrier(ctx, group); });

@@ -245,6 +245,10 @@ void loomrt_download(loomrt_ctx *ctx, void *dst, loomrt_buf *src,
    "repeat R iteration I" (nothing when tracing is off). */
 void loomrt_trace_iteration(loomrt_ctx *ctx, int64_t repeat, int64_t index,
                             int32_t begin);
+/* Marks the start (begin != 0) and the end of a compute span named `name`
+   on the trace (spans nest; nothing when tracing is off): a pipeline
+   action, "1F3". */
+void loomrt_trace_span(loomrt_ctx *ctx, const char *name, int32_t begin);
 
 /*===--- Buffers ----------------------------------------------------------===*/
 
