@@ -11,6 +11,7 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
 #include "passes/Passes.h"
+#include "passes/PipelineSchedule.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"
@@ -23,6 +24,7 @@
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -113,6 +115,24 @@ static cl::opt<int64_t> microBatches(
     cl::desc("Micro-batches per optimizer step: gradients accumulated over "
              "M slices of the batch, normalised as one batch"),
     cl::value_desc("M"), cl::init(1), cl::cat(loomcCategory));
+
+static cl::opt<std::string> scheduleSpec(
+    "schedule",
+    cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, 1f1b, "
+             "interleaved, zb (ZB-H1), or a CSV file with one row of actions "
+             "(stage, F/B/I/W, micro-batch: 1F3) per pipeline rank"),
+    cl::value_desc("NAME|FILE.csv"), cl::init("1f1b"), cl::cat(loomcCategory));
+
+static cl::opt<int64_t> virtualStages(
+    "virtual-stages",
+    cl::desc("Pipeline stages per rank (the interleaved schedule)"),
+    cl::value_desc("V"), cl::init(1), cl::cat(loomcCategory));
+
+static cl::opt<std::string> scheduleSvg(
+    "schedule-svg",
+    cl::desc("With --report on a pipeline: draw the simulated schedule's "
+             "timeline as SVG into FILE"),
+    cl::value_desc("FILE"), cl::cat(loomcCategory));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "loomc: error: " << message << "\n";
@@ -231,6 +251,124 @@ static int buildExecutable(StringRef cpp, StringRef out) {
   return 0;
 }
 
+/// The pipeline of a mesh with a pp axis as --report plans it: the stages
+/// dist-pipeline-partition cuts from the forward model, the schedule
+/// (built in or read from CSV), and its simulation with the stages' costs
+/// (a backward's input and weight parts each cost the stage's forward).
+static int reportPipeline(ModuleOp module, int64_t pp) {
+  using namespace loom::pipeline;
+  std::vector<std::string> warnings;
+  llvm::Expected<Schedule> schedule = [&]() -> llvm::Expected<Schedule> {
+    if (StringRef(scheduleSpec).ends_with(".csv")) {
+      auto file = llvm::MemoryBuffer::getFile(scheduleSpec);
+      if (!file)
+        return llvm::createStringError("cannot read '" + scheduleSpec +
+                                       "': " + file.getError().message());
+      return parseScheduleCSV((*file)->getBuffer(), scheduleSpec);
+    }
+    return buildSchedule(scheduleSpec, pp, microBatches, virtualStages,
+                         warnings);
+  }();
+  if (!schedule)
+    return fail("--schedule=" + scheduleSpec + ": " +
+                llvm::toString(schedule.takeError()));
+  for (const std::string &w : warnings)
+    llvm::errs() << "loomc: warning: " << w << "\n";
+  if (schedule->ranks != pp)
+    return fail(llvm::formatv("--schedule={0} lists {1} pipeline ranks; the "
+                              "mesh's pp axis has {2}",
+                              scheduleSpec, schedule->ranks, pp));
+  if (schedule->microBatches != microBatches)
+    return fail(llvm::formatv("--schedule={0} runs {1} micro-batches; "
+                              "--micro-batches is {2}",
+                              scheduleSpec, schedule->microBatches,
+                              int64_t(microBatches)));
+
+  OwningOpRef<ModuleOp> forward = module.clone();
+  PassManager pm(module.getContext());
+  pm.addPass(loom::createDistPipelinePartition(
+      loom::DistPipelinePartitionOptions{meshSpec, schedule->virtualStages,
+                                         microBatches, 0, 20.0}));
+  if (failed(pm.run(*forward)))
+    return 1;
+  auto models = llvm::to_vector(forward->getOps<loom::train::ModelOp>());
+  if (models.size() != 1)
+    return fail("the report needs exactly one 'train.model'");
+  auto record = models.front()->getAttrOfType<DictionaryAttr>("dist.pipeline");
+  auto stageCosts = record.getAs<DenseI64ArrayAttr>("stage_costs");
+  Costs costs;
+  for (int64_t c : stageCosts.asArrayRef()) {
+    costs.forward.push_back(double(c) / 1e9);
+    costs.backwardInput.push_back(double(c) / 1e9);
+    costs.backwardWeight.push_back(double(c) / 1e9);
+  }
+  llvm::Expected<Simulation> sim = simulate(*schedule, costs);
+  if (!sim)
+    return fail("--schedule=" + scheduleSpec + ": " +
+                llvm::toString(sim.takeError()));
+
+  std::string csv = printScheduleCSV(*schedule);
+  int64_t p = pp, m = microBatches, v = schedule->virtualStages;
+  llvm::outs() << llvm::formatv(
+      "loom report: {0}, pipeline of {1} ranks x {2} virtual stages ({3} "
+      "stages), {4} micro-batches, schedule {5}\n",
+      models.front().getSymName(), p, v, schedule->numStages(), m,
+      schedule->name);
+  llvm::outs() << "  stages (forward GFLOP-equivalents: flops, or bytes at "
+                  "20 flops per byte):\n";
+  for (auto [s, c] : llvm::enumerate(stageCosts.asArrayRef()))
+    llvm::outs() << llvm::formatv("    stage {0} on rank {1}: {2:F3}\n", s,
+                                  schedule->rankOf(s), double(c) / 1e9);
+  llvm::outs() << "  pipeline bubble per rank (simulated with the stages' "
+                  "costs):";
+  for (int64_t r = 0; r < p; ++r)
+    llvm::outs() << llvm::formatv(" {0:P1}", sim->bubble(r));
+  llvm::outs() << llvm::formatv(
+      "; equal stages would give {0:P1}\n",
+      schedule->name == "zb"
+          ? double(p - 1) / double(3 * m + p - 1)
+          : double(p - 1) / double(v * m + p - 1));
+  llvm::outs() << "  peak activations held, in stage micro-batches, per "
+                  "rank:";
+  for (int64_t held : sim->peakActivations)
+    llvm::outs() << " " << held;
+  llvm::outs() << llvm::formatv("; stage 0 holds at most {0} micro-batches' activations\n",
+                                sim->firstStagePeak);
+  llvm::outs() << "  schedule (CSV, as --schedule reads it):\n" << csv;
+  llvm::outs() << "  memory and communication per pipeline rank are planned "
+                  "once pipelines are generated\n";
+  if (!scheduleSvg.empty() &&
+      failed(writeFile(scheduleSvg, drawSVG(*schedule, *sim))))
+    return 1;
+  if (!reportJson.empty()) {
+    llvm::json::Array bubbles, peaks, stagesJson;
+    for (int64_t r = 0; r < p; ++r) {
+      bubbles.push_back(sim->bubble(r));
+      peaks.push_back(sim->peakActivations[r]);
+    }
+    for (int64_t c : stageCosts.asArrayRef())
+      stagesJson.push_back(c);
+    llvm::json::Object out{
+        {"model", models.front().getSymName()},
+        {"pipeline_ranks", p},
+        {"virtual_stages", v},
+        {"micro_batches", m},
+        {"schedule", schedule->name},
+        {"stage_costs", std::move(stagesJson)},
+        {"bubble_per_rank", std::move(bubbles)},
+        {"bubble_fraction", sim->maxBubble()},
+        {"peak_activations_per_rank", std::move(peaks)},
+        {"first_stage_peak_micro_batches", sim->firstStagePeak},
+        {"schedule_csv", csv}};
+    std::string text;
+    llvm::raw_string_ostream js(text);
+    js << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
+    if (failed(writeFile(reportJson, js.str())))
+      return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(loomcCategory);
@@ -292,6 +430,12 @@ int main(int argc, char **argv) {
     return 1;
   if (failed(dumpPhase("0-input.mlir", print(*module))))
     return 1;
+  int64_t pp = 1;
+  for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
+    if (axis == "pp")
+      pp = size;
+  if (pp > 1 && reportOnly)
+    return reportPipeline(*module, pp);
 
   PassManager pm(&context);
   loom::LoomOptions options;
