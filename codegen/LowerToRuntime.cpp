@@ -68,6 +68,7 @@ struct Emitter {
   DenseMap<Value, Value> buffers;
   DenseMap<int64_t, Value> tensorHandles;
   DenseMap<Value, Value> indices;
+  DenseSet<Value> predefined;
   /// Repeats numbered in program order, for the trace.
   int64_t repeats = 0;
   /// The runtime's event of each asynchronous collective in flight (keyed
@@ -136,6 +137,10 @@ struct Emitter {
 
   /// The buffer of a value defined here: persistent or in the arena.
   Value defineBuffer(Value v) {
+    // A guarded op's results get their buffers before its guard, so that
+    // code after the guard sees them.
+    if (predefined.contains(v))
+      return buffers.lookup(v);
     auto it = plan.placements.find(v);
     if (it == plan.placements.end())
       return {};
@@ -417,60 +422,141 @@ struct Emitter {
     return success();
   }
 
+  /// Emits `op` under its `dist.on` guard: the ranks whose coordinates
+  /// match run it, the others fill its results with zeros (a pipeline
+  /// stage's values are zero off its rank, which makes sums over the
+  /// pipeline whole).
+  LogicalResult emitGuarded(Operation &op, DictionaryAttr on) {
+    Value cond;
+    for (NamedAttribute entry : on) {
+      int64_t axis = mesh.getAxisIndex(entry.getName());
+      auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
+      if (axis < 0 || !coordinate)
+        return op.emitOpError("has a 'dist.on' entry that names no mesh axis "
+                              "and coordinate: ")
+               << entry.getName();
+      Value here = call("loomrt_mesh_coord", {ctx, i32(axis)},
+                        {b.getI64Type()});
+      Value match = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                          here, i64(coordinate.getInt()));
+      cond = cond ? arith::AndIOp::create(b, loc(), cond, match) : match;
+    }
+    for (Value r : op.getResults()) {
+      if (!isa<RankedTensorType>(r.getType()))
+        return op.emitOpError("runs on some ranks only and has a result "
+                              "that is not a tensor");
+      if (defineBuffer(r))
+        predefined.insert(r);
+    }
+    auto guard = scf::IfOp::create(b, loc(), cond, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard ig(b);
+      b.setInsertionPointToStart(&guard.getThenRegion().front());
+      if (failed(emitOp(op)))
+        return failure();
+      b.setInsertionPointToStart(&guard.getElseRegion().front());
+      for (Value r : op.getResults()) {
+        auto type = cast<RankedTensorType>(r.getType());
+        if (!isa<FloatType>(type.getElementType()))
+          return op.emitOpError("runs on some ranks only and has a result of ")
+                 << type << "; the others fill it with zeros, which needs a "
+                            "float tensor";
+        if (Value buf = bufferOf(r))
+          call("loomrt_fill",
+               {ctx, buf, i64(shapeId(type.getShape())), f64(0.0)});
+      }
+    }
+    return success();
+  }
+
   LogicalResult emitOps(Block &block, const DenseSet<Operation *> *only) {
     for (Operation &op : block) {
       if (op.hasTrait<OpTrait::IsTerminator>() ||
           (only && !only->contains(&op)))
         continue;
-      if (isa<ParamOp, StateOp, InputOp, IterationOp>(op))
-        continue;
-      if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-        buffers[reshape.getResult()] = bufferOf(reshape.getInput());
-        continue;
-      }
-      if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
-        auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
-        if (!dense || !dense.isSplat())
-          return op.emitOpError("only splat float tensor constants can be "
-                                "generated");
-        Value buf = defineBuffer(constant);
-        call("loomrt_fill",
-             {ctx, buf, i64(shapeId(dense.getType().getShape())),
-              f64(dense.getSplatValue<APFloat>().convertToDouble())});
-        continue;
-      }
-      if (auto repeat = dyn_cast<RepeatOp>(op)) {
-        if (failed(emitRepeat(repeat)))
+      if (auto on = op.getAttrOfType<DictionaryAttr>("dist.on")) {
+        if (failed(emitGuarded(op, on)))
           return failure();
         continue;
       }
-      if (auto wait = dyn_cast<dist::WaitOp>(op)) {
-        for (auto [result, input] :
-             llvm::zip(wait.getResults(), wait.getInputs()))
-          buffers[result] = bufferOf(input);
-        Operation *start = wait.getStart();
-        if (Value event = events.lookup(start->getResult(0)))
-          call("loomrt_comm_wait", {ctx, event});
-        else
-          call("loomrt_comm_bucket_wait",
-               {ctx, bucketsInFlight.lookup(start->getResult(0))});
-        continue;
-      }
-      if (isa<dist::AllReduceOp, dist::AllReduceStartOp, dist::AllGatherOp,
-              dist::ReduceScatterOp, dist::ShardOp>(op)) {
-        if (failed(emitCollective(&op)))
-          return failure();
-        continue;
-      }
-      if (isa<ConcatOp>(op))
-        return op.emitOpError("is not supported by the code generator yet");
-      auto kernel = dyn_cast<KernelOpInterface>(op);
-      if (!kernel)
-        return op.emitOpError("has no runtime kernel");
-      if (failed(emitKernel(kernel)))
+      if (failed(emitOp(op)))
         return failure();
     }
     return success();
+  }
+
+  /// Emits one op (without its guard).
+  LogicalResult emitOp(Operation &op) {
+    if (isa<ParamOp, StateOp, InputOp, IterationOp>(op))
+      return success();
+    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
+      buffers[reshape.getResult()] = bufferOf(reshape.getInput());
+      return success();
+    }
+    if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      // An index constant (a repeat cut across pipeline stages numbers its
+      // iterations from an offset) is a plain C++ value.
+      if (isa<IndexType>(constant.getType())) {
+        indices[constant] = arith::ConstantOp::create(
+            b, loc(), constant.getType(), constant.getValue());
+        return success();
+      }
+      auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+      if (!dense || !dense.isSplat())
+        return op.emitOpError("only splat float tensor constants can be "
+                              "generated");
+      Value buf = defineBuffer(constant);
+      call("loomrt_fill",
+           {ctx, buf, i64(shapeId(dense.getType().getShape())),
+            f64(dense.getSplatValue<APFloat>().convertToDouble())});
+      return success();
+    }
+    if (auto add = dyn_cast<arith::AddIOp>(op)) {
+      if (!isa<IndexType>(add.getType()))
+        return op.emitOpError("only index additions can be generated");
+      indices[add] = arith::AddIOp::create(b, loc(), indices.lookup(add.getLhs()),
+                                           indices.lookup(add.getRhs()));
+      return success();
+    }
+    if (auto repeat = dyn_cast<RepeatOp>(op))
+      return emitRepeat(repeat);
+    if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+      for (auto [result, input] :
+           llvm::zip(wait.getResults(), wait.getInputs()))
+        buffers[result] = bufferOf(input);
+      Operation *start = wait.getStart();
+      if (Value event = events.lookup(start->getResult(0)))
+        call("loomrt_comm_wait", {ctx, event});
+      else
+        call("loomrt_comm_bucket_wait",
+             {ctx, bucketsInFlight.lookup(start->getResult(0))});
+      return success();
+    }
+    if (auto send = dyn_cast<dist::SendOp>(op)) {
+      auto type = send.getInput().getType();
+      call("loomrt_comm_send",
+           {ctx, group(mesh.getGroupMask({send.getAxisAttr()})),
+            bufferOf(send.getInput()), i64(type.getNumElements()),
+            i32(dtypeOf(type.getElementType())), i32(send.getPeer())});
+      return success();
+    }
+    if (auto recv = dyn_cast<dist::RecvOp>(op)) {
+      auto type = recv.getType();
+      call("loomrt_comm_recv",
+           {ctx, group(mesh.getGroupMask({recv.getAxisAttr()})),
+            defineBuffer(recv.getResult()), i64(type.getNumElements()),
+            i32(dtypeOf(type.getElementType())), i32(recv.getPeer())});
+      return success();
+    }
+    if (isa<dist::AllReduceOp, dist::AllReduceStartOp, dist::AllGatherOp,
+            dist::ReduceScatterOp, dist::ShardOp>(op))
+      return emitCollective(&op);
+    if (isa<ConcatOp>(op))
+      return op.emitOpError("is not supported by the code generator yet");
+    auto kernel = dyn_cast<KernelOpInterface>(op);
+    if (!kernel)
+      return op.emitOpError("has no runtime kernel");
+    return emitKernel(kernel);
   }
 
   FailureOr<int64_t> emitFunction(StringRef name,
@@ -484,6 +570,7 @@ struct Emitter {
     buffers.clear();
     tensorHandles.clear();
     indices.clear();
+    predefined.clear();
     events.clear();
     bucketsInFlight.clear();
     repeats = 0;

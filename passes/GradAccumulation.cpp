@@ -123,6 +123,7 @@ struct MicroBatchCloner {
         mapAll(repeat.getCarries()), mapAll(repeat.getStacked()),
         mapAll(repeat.getInvariants()));
     copy.getBody().push_back(block);
+    copy->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
     for (auto [from, to] : llvm::zip(repeat.getResults(), copy.getResults())) {
       map.map(from, to);
       if (inBatch)

@@ -44,7 +44,15 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
                          llvm::cl::desc("Add the optimizer step after the "
                                         "backward pass"),
                          llvm::cl::init(true)};
+  /// The mesh whose pp axis cuts the model into pipeline stages when
+  /// `mesh` is not given (loomc shards over dp and tp in a later phase,
+  /// but the stages must be cut before the backward pass exists).
+  std::string pipelineMesh;
 };
+
+/// The size of the pp axis of a mesh spec (1 without one or when the spec
+/// does not parse).
+int64_t pipelineRanks(llvm::StringRef mesh);
 
 /// Verifies the model, splits it into micro-batches when asked, derives its
 /// backward pass and (unless disabled) the optimizer step; with a mesh,

@@ -362,7 +362,44 @@ def DistPipelinePartition : Pass<"dist-pipeline-partition", "::mlir::ModuleOp"> 
     Option<"balance", "balance", "double", "20.0",
            "Flops per byte of the device (roofline ridge point)">,
   ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::loom::dist::DistDialect"];
+}
+
+def DistPipelineSplit : Pass<"dist-pipeline-split", "::mlir::ModuleOp"> {
+  let summary = "Cut repeats at the pipeline stage boundaries the partition chose";
+  let description = [{
+    After `dist-pipeline-partition`, a `train.repeat` whose layers lie on
+    several stages (`dist.stages`) becomes one repeat per run of layers on
+    one stage, each with `dist.stage`: it takes its layers' slices of the
+    stacked operands (`train.slice`, on that stage), carries what the part
+    before it yields, and numbers its iterations from its first layer, so
+    ops keyed by the layer index (dropout streams) behave as before. Every
+    op of the forward model then runs on one stage, which `train-autodiff`
+    passes on to the ops of its backward.
+  }];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
+def DistPipelineTransfers : Pass<"dist-pipeline-transfers", "::mlir::ModuleOp"> {
+  let summary = "Send values between pipeline stages and combine the stages' gradients";
+  let description = [{
+    Runs after `train-autodiff` (whose backward ops carry their forward
+    op's `dist.stage`) and before `train-optimizer`. Each rank runs the ops
+    of its stages (`dist.on`) and holds zeros for the others'; an op on no
+    stage runs on every rank. A value a stage reads from another stage is
+    sent right after it is made (`dist.send` on the producer's rank,
+    `dist.recv` on the consumer's), so every rank meets the pair at the
+    same point of the program. Gradients and the loss are then partial
+    sums over the pipeline (an embedding tied to the head gets its two
+    stages' parts), which one all-reduce over `pp` makes whole on every
+    rank before the optimizer step.
+
+    The micro-batch loop of `train-grad-accumulation` is the schedule: the
+    forwards of all micro-batches, then their backwards (GPipe's order),
+    the sends letting a stage run ahead of the next.
+  }];
+  let dependentDialects = ["::loom::dist::DistDialect"];
 }
 
 def DistVerifyCommunication : Pass<"dist-verify-communication", "::mlir::ModuleOp"> {

@@ -17,6 +17,7 @@
 
 #include "dialects/dist/DistDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
 
 #include <cmath>
 #include <limits>
@@ -145,9 +146,15 @@ struct DistPipelinePartitionPass
         pp = size;
     if (pp == 1 && virtualStages == 1)
       return;
-    for (ModelOp model : getOperation().getOps<ModelOp>())
+    SmallVector<StringAttr> axes;
+    for (const std::string &name : names)
+      axes.push_back(StringAttr::get(&getContext(), name));
+    auto meshAttr = dist::MeshAttr::get(&getContext(), axes, sizes);
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      model->setAttr("dist.mesh", meshAttr);
       if (failed(partition(model, pp)))
         return signalPassFailure();
+    }
   }
 
   LogicalResult partition(ModelOp model, int64_t pp) {
@@ -275,6 +282,256 @@ struct DistPipelinePartitionPass
              b.getNamedAttr("bottleneck", b.getI64IntegerAttr(std::llround(
                                               best[stages][n])))}));
     return success();
+  }
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// dist-pipeline-split
+//===----------------------------------------------------------------------===//
+
+namespace loom {
+#define GEN_PASS_DEF_DISTPIPELINESPLIT
+#include "passes/Passes.h.inc"
+} // namespace loom
+
+namespace {
+
+/// Splits `repeat` into one repeat per run of layers on one stage. Each
+/// part takes its layers' slices of the stacked operands, carries what the
+/// part before it yields, and numbers its iterations from the layer it
+/// starts at (so a dropout keyed by the layer index draws the same mask).
+LogicalResult splitRepeat(RepeatOp repeat, ArrayRef<int64_t> stages) {
+  if (repeat.getReverse() || repeat.getSavesCarries() ||
+      !repeat.getStackedResults().empty())
+    return repeat.emitOpError(
+        "is cut across pipeline stages, which needs a forward repeat with no "
+        "stacked results");
+  OpBuilder b(repeat);
+  Location loc = repeat.getLoc();
+  SmallVector<Value> carries(repeat.getCarries());
+  int64_t count = repeat.getCount();
+  for (int64_t first = 0; first < count;) {
+    int64_t last = first;
+    while (last + 1 < count && stages[last + 1] == stages[first])
+      ++last;
+    int64_t n = last - first + 1;
+    SmallVector<Value> stacked;
+    for (Value s : repeat.getStacked()) {
+      auto type = cast<RankedTensorType>(s.getType());
+      if (!isa<FloatType>(type.getElementType()))
+        return repeat.emitOpError("stacks a non-float operand, which cannot "
+                                  "be cut across pipeline stages");
+      SmallVector<int64_t> offsets(type.getRank(), 0);
+      SmallVector<int64_t> sizes(type.getShape());
+      offsets[0] = first;
+      sizes[0] = n;
+      stacked.push_back(SliceOp::create(b, loc, s, offsets, sizes));
+    }
+    auto part = RepeatOp::create(b, loc, repeat.getCarryResults().getTypes(),
+                                 TypeRange(), n, false, false, carries,
+                                 stacked, repeat.getInvariants());
+    part->setAttr("dist.stage", b.getI64IntegerAttr(stages[first]));
+    for (Value s : stacked)
+      s.getDefiningOp()->setAttr("dist.stage",
+                                 b.getI64IntegerAttr(stages[first]));
+    IRMapping map;
+    repeat.getBody().cloneInto(&part.getBody(), map);
+    Block &body = part.getBodyBlock();
+    if (first > 0 && !body.getArgument(0).use_empty()) {
+      OpBuilder inner = OpBuilder::atBlockBegin(&body);
+      Value offset = arith::ConstantIndexOp::create(inner, loc, first);
+      Value layer =
+          arith::AddIOp::create(inner, loc, body.getArgument(0), offset);
+      body.getArgument(0).replaceAllUsesExcept(layer,
+                                               layer.getDefiningOp());
+    }
+    carries.assign(part.getCarryResults().begin(),
+                   part.getCarryResults().end());
+    first = last + 1;
+  }
+  repeat.replaceAllUsesWith(carries);
+  repeat.erase();
+  return success();
+}
+
+struct DistPipelineSplitPass
+    : public loom::impl::DistPipelineSplitBase<DistPipelineSplitPass> {
+  void runOnOperation() override {
+    SmallVector<RepeatOp> repeats;
+    getOperation().walk([&](RepeatOp repeat) {
+      if (repeat->hasAttr("dist.stages"))
+        repeats.push_back(repeat);
+    });
+    for (RepeatOp repeat : repeats) {
+      auto stages = repeat->getAttrOfType<DenseI64ArrayAttr>("dist.stages");
+      ArrayRef<int64_t> s = stages.asArrayRef();
+      if (int64_t(s.size()) != int64_t(repeat.getCount())) {
+        repeat.emitOpError("has ")
+            << s.size() << " stages in 'dist.stages' for "
+            << repeat.getCount() << " layers";
+        return signalPassFailure();
+      }
+      if (llvm::all_equal(s)) {
+        repeat->removeAttr("dist.stages");
+        repeat->setAttr("dist.stage",
+                        Builder(repeat).getI64IntegerAttr(s.front()));
+        continue;
+      }
+      if (failed(splitRepeat(repeat, s)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// dist-pipeline-transfers
+//===----------------------------------------------------------------------===//
+
+namespace loom {
+#define GEN_PASS_DEF_DISTPIPELINETRANSFERS
+#include "passes/Passes.h.inc"
+} // namespace loom
+
+namespace {
+
+constexpr StringLiteral kStage = "dist.stage";
+
+struct Transfers {
+  ModelOp model;
+  int64_t ranks;
+  /// The stages whose ranks hold a value's real contribution: one for an
+  /// op on a stage, the union of its operands' for an op on every rank
+  /// (which then holds a partial sum: zero where a stage did not run),
+  /// none for a value every rank holds whole.
+  DenseMap<Value, SmallVector<int64_t, 2>> where;
+  /// The received copy of a value on a stage.
+  DenseMap<std::pair<Value, int64_t>, Value> received;
+
+  static std::optional<int64_t> stageOf(Operation *op) {
+    if (auto s = op->getAttrOfType<IntegerAttr>(kStage))
+      return s.getInt();
+    return std::nullopt;
+  }
+
+  ArrayRef<int64_t> contributors(Value v) {
+    auto it = where.find(v);
+    if (it != where.end())
+      return it->second;
+    SmallVector<int64_t, 2> stages;
+    if (Operation *def = v.getDefiningOp()) {
+      if (auto s = stageOf(def)) {
+        stages.push_back(*s);
+      } else {
+        for (Value operand : def->getOperands())
+          llvm::append_range(stages, contributors(operand));
+        // A loop on every rank whose body runs ops of stages yields their
+        // parts (conservatively: every stage inside it).
+        def->walk([&](Operation *nested) {
+          if (auto s = stageOf(nested); s && nested != def)
+            stages.push_back(*s);
+        });
+        llvm::sort(stages);
+        stages.erase(llvm::unique(stages), stages.end());
+      }
+    }
+    return where[v] = stages;
+  }
+
+  /// A copy of `v` on stage `to`, sent from stage `from` right after `v` is
+  /// made: both ranks reach the pair at the same point of the program.
+  Value transfer(Value v, int64_t from, int64_t to) {
+    auto key = std::make_pair(v, to);
+    if (Value r = received.lookup(key))
+      return r;
+    OpBuilder b(v.getContext());
+    if (Operation *def = v.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+    Location loc = v.getLoc();
+    auto on = [&](int64_t stage) {
+      return b.getDictionaryAttr(
+          b.getNamedAttr("pp", b.getI64IntegerAttr(stage % ranks)));
+    };
+    auto send = dist::SendOp::create(b, loc, v, "pp", to % ranks);
+    send->setAttr("dist.on", on(from));
+    auto recv = dist::RecvOp::create(b, loc, v.getType(), "pp", from % ranks);
+    recv->setAttr("dist.on", on(to));
+    return received[key] = recv.getResult();
+  }
+
+  LogicalResult run() {
+    SmallVector<Operation *> staged;
+    model.getBody().walk([&](Operation *op) {
+      if (stageOf(op))
+        staged.push_back(op);
+    });
+    for (Operation *op : staged) {
+      int64_t stage = *stageOf(op);
+      for (OpOperand &use : op->getOpOperands()) {
+        ArrayRef<int64_t> from = contributors(use.get());
+        if (from.empty() || (from.size() == 1 && from[0] == stage))
+          continue;
+        if (from.size() > 1)
+          return op->emitOpError("runs on pipeline stage ")
+                 << stage << " and reads a value that stages "
+                 << llvm::make_range(from.begin(), from.end())
+                 << " each hold part of, which pipelines do not combine "
+                    "yet";
+        if (from[0] % ranks == stage % ranks)
+          continue;
+        use.set(transfer(use.get(), from[0], stage));
+      }
+    }
+    // Every rank runs its stages' ops and holds zeros for the others', so
+    // gradients and the loss are partial sums over the pipeline: one
+    // all-reduce over pp makes them whole on every rank, which then takes
+    // the same optimizer step (clipping included) on every parameter.
+    OutputOp output = model.getOutput();
+    OpBuilder b(output);
+    auto reduce = [&](Value v) -> Value {
+      if (contributors(v).empty())
+        return v;
+      return dist::AllReduceOp::create(b, output.getLoc(), v,
+                                       b.getStrArrayAttr({"pp"}), false);
+    };
+    output.getLossMutable().assign(reduce(output.getLoss()));
+    for (OpOperand &g : output.getGradsMutable())
+      g.set(reduce(g.get()));
+    // The stage decides the rank: dist.on, which the verifier and the code
+    // generator read.
+    for (Operation *op : staged) {
+      int64_t stage = *stageOf(op);
+      op->removeAttr(kStage);
+      op->setAttr("dist.on", b.getDictionaryAttr(b.getNamedAttr(
+                                 "pp", b.getI64IntegerAttr(stage % ranks))));
+    }
+    return success();
+  }
+};
+
+struct DistPipelineTransfersPass
+    : public loom::impl::DistPipelineTransfersBase<DistPipelineTransfersPass> {
+  void runOnOperation() override {
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      auto record = model->getAttrOfType<DictionaryAttr>("dist.pipeline");
+      if (!record)
+        continue;
+      OutputOp output = model.getOutput();
+      if (output.getGrads().empty() || !output.getUpdates().empty()) {
+        model.emitOpError("needs its gradients (after train-autodiff, before "
+                          "train-optimizer) for dist-pipeline-transfers");
+        return signalPassFailure();
+      }
+      int64_t ranks = record.getAs<IntegerAttr>("ranks").getInt();
+      Transfers t{model, ranks, {}, {}};
+      if (failed(t.run()))
+        return signalPassFailure();
+    }
   }
 };
 

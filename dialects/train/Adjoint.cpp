@@ -1,6 +1,8 @@
 //===- Adjoint.cpp - reverse-mode differentiation of op sequences ---------===//
 
 #include "dialects/train/Adjoint.h"
+
+#include "llvm/ADT/ScopeExit.h"
 #include "dialects/train/TrainDialect.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -62,10 +64,33 @@ Value loom::train::accumulate(OpBuilder &b, Location loc, Value a, Value v) {
   return AddOp::create(b, loc, a, v);
 }
 
+namespace {
+/// Gives the ops a backward rule builds into `block` the discardable
+/// `dist.stage` of the forward op they differentiate: a pipeline stage runs
+/// the backward of its own ops.
+struct StageStamper : public OpBuilder::Listener {
+  Block *block = nullptr;
+  Attribute stage;
+  OpBuilder::Listener *previous = nullptr;
+  void notifyOperationInserted(Operation *op,
+                               OpBuilder::InsertPoint) override {
+    if (stage && op->getBlock() == block)
+      op->setAttr("dist.stage", stage);
+    if (previous)
+      previous->notifyOperationInserted(op, {});
+  }
+};
+} // namespace
+
 LogicalResult
 loom::train::backpropagate(OpBuilder &b, Block &block,
                            const DenseSet<Value> &active,
                            DenseMap<Value, Value> &adjoints) {
+  StageStamper stamper;
+  stamper.block = &block;
+  stamper.previous = b.getListener();
+  b.setListener(&stamper);
+  auto restore = llvm::make_scope_exit([&] { b.setListener(stamper.previous); });
   // The adjoint is built into the same block: walk a snapshot of the forward.
   SmallVector<Operation *> forward = llvm::to_vector(llvm::map_range(
       block.without_terminator(), [](Operation &op) { return &op; }));
@@ -84,6 +109,7 @@ loom::train::backpropagate(OpBuilder &b, Block &block,
       needed.push_back(active.contains(v));
     if (llvm::none_of(needed, [](bool n) { return n; }))
       continue;
+    stamper.stage = op.getAttr("dist.stage");
     auto rule = dyn_cast<BackwardOpInterface>(op);
     if (!rule)
       return op.emitOpError("has no backward rule, but a gradient flows "
@@ -95,6 +121,9 @@ loom::train::backpropagate(OpBuilder &b, Block &block,
       return op.emitOpError("backward rule returned ")
              << operandGrads.size() << " gradients for " << op.getNumOperands()
              << " operands";
+    // Summing contributions is linear: it runs on every rank, where each
+    // stage's part is zero off its own rank.
+    stamper.stage = nullptr;
     for (auto [operand, grad, need] :
          llvm::zip(op.getOperands(), operandGrads, needed)) {
       if (!need || !grad)
@@ -133,6 +162,7 @@ Operation *RepeatOp::prepareForBackward(RewriterBase &rewriter) {
       rewriter, getLoc(), getCarries().getTypes(), stackedTypes, getCount(),
       getReverse(), /*saves_carries=*/true, getCarries(), getStacked(),
       getInvariants());
+  saving->setDiscardableAttrs(getOperation()->getDiscardableAttrDictionary());
   rewriter.inlineRegionBefore(getBody(), saving.getBody(),
                               saving.getBody().end());
   Block &body = saving.getBodyBlock();

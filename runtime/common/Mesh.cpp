@@ -262,6 +262,15 @@ void loomrt_finalize(loomrt_ctx *ctx) {
 }
 
 int32_t loomrt_rank(loomrt_ctx *ctx) { return ctx->rank; }
+
+int64_t loomrt_mesh_coord(loomrt_ctx *ctx, int32_t axis) {
+  if (axis < 0 || axis >= int32_t(ctx->meshSizes.size()))
+    fail("loomrt_mesh_coord: the mesh has no axis " + std::to_string(axis));
+  int64_t rest = ctx->rank;
+  for (int64_t a = int64_t(ctx->meshSizes.size()) - 1; a > axis; --a)
+    rest /= ctx->meshSizes[a];
+  return rest % ctx->meshSizes[axis];
+}
 int32_t loomrt_world_size(loomrt_ctx *ctx) { return ctx->world; }
 int32_t loomrt_local_rank(loomrt_ctx *ctx) { return ctx->localRank; }
 

@@ -394,12 +394,27 @@ int main(int argc, char **argv) {
       shardingPreset != "megatron")
     return fail("--sharding=" + shardingPreset +
                 ": expected auto, dp or megatron");
+  int64_t pp = 1;
+  for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
+    if (axis == "pp")
+      pp = size;
   if (!reportOnly && emit != Emit::MLIR) {
-    for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
-      if (axis != "dp" && axis != "tp" && size > 1)
+    for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes)) {
+      if (axis != "dp" && axis != "tp" && axis != "pp" && size > 1)
         return fail("--mesh " + meshSpec + ": mesh axis '" + axis +
-                    "' needs pipeline parallelism, which is not generated "
-                    "yet; executables shard over 'dp' and 'tp' so far");
+                    "' is none of dp, tp and pp");
+      if (pp > 1 && axis != "pp" && size > 1)
+        return fail("--mesh " + meshSpec +
+                    ": pipelines are generated on their own so far; "
+                    "composing pp with '" + axis +
+                    "' comes next (--report plans it)");
+    }
+    if (pp > 1 && (scheduleSpec != "gpipe" || virtualStages != 1) &&
+        scheduleSpec.getNumOccurrences())
+      return fail("--schedule=" + scheduleSpec +
+                  ": executables run the GPipe order (all micro-batches' "
+                  "forwards, then their backwards) so far; --report "
+                  "simulates the other schedules");
     if (config.precision == loom::codegen::Precision::Bf16)
       return fail("--precision=bf16: mixed-precision code is not generated "
                   "yet; --report plans it");
@@ -430,16 +445,13 @@ int main(int argc, char **argv) {
     return 1;
   if (failed(dumpPhase("0-input.mlir", print(*module))))
     return 1;
-  int64_t pp = 1;
-  for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
-    if (axis == "pp")
-      pp = size;
   if (pp > 1 && reportOnly)
     return reportPipeline(*module, pp);
 
   PassManager pm(&context);
   loom::LoomOptions options;
   options.microBatches = microBatches;
+  options.pipelineMesh = meshSpec;
   loom::buildLoomPipeline(pm, options);
   if (failed(pm.run(*module)))
     return 1;
@@ -462,11 +474,15 @@ int main(int argc, char **argv) {
   // collectives.
   if (!meshSpec.empty() && (emit != Emit::MLIR || plan)) {
     PassManager dist(&context);
-    dist.addPass(loom::createDistShardingPropagation(
-        loom::DistShardingPropagationOptions{meshSpec, shardingPreset,
-                                             sequenceParallel}));
-    dist.addPass(loom::createDistPartition());
-    dist.addPass(loom::createDistCommOpt());
+    // A pipeline's stages and transfers exist already (the Loom pipeline
+    // cuts them before the backward pass); dp and tp shard the others.
+    if (pp == 1) {
+      dist.addPass(loom::createDistShardingPropagation(
+          loom::DistShardingPropagationOptions{meshSpec, shardingPreset,
+                                               sequenceParallel}));
+      dist.addPass(loom::createDistPartition());
+      dist.addPass(loom::createDistCommOpt());
+    }
     dist.addPass(loom::createDistVerifyCommunication());
     if (failed(dist.run(*module)))
       return 1;

@@ -130,6 +130,8 @@ void loomrt_finalize(loomrt_ctx *ctx);
 const char *loomrt_launch_info(int32_t *rank, int32_t *world,
                                int32_t *local_rank);
 int32_t loomrt_rank(loomrt_ctx *ctx);
+/* This rank's coordinate on mesh axis `axis` (in device order). */
+int64_t loomrt_mesh_coord(loomrt_ctx *ctx, int32_t axis);
 int32_t loomrt_world_size(loomrt_ctx *ctx);
 int32_t loomrt_local_rank(loomrt_ctx *ctx);
 
