@@ -527,6 +527,16 @@ struct DistPipelineTransfersPass
                           "train-optimizer) for dist-pipeline-transfers");
         return signalPassFailure();
       }
+      if (auto mesh = model->getAttrOfType<dist::MeshAttr>("dist.mesh"))
+        for (auto [name, size] :
+             llvm::zip(mesh.getNames(), mesh.getSizes()))
+          if (name.getValue() != "pp" && size > 1) {
+            model.emitOpError("runs a pipeline on the mesh ")
+                << mesh << ", whose axis '" << name.getValue()
+                << "' it would ignore: pipelines do not compose with other "
+                   "axes yet";
+            return signalPassFailure();
+          }
       int64_t ranks = record.getAs<IntegerAttr>("ranks").getInt();
       Transfers t{model, ranks, {}, {}};
       if (failed(t.run()))

@@ -7,6 +7,8 @@
 // RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2" --dist-pipeline-split | FileCheck %s --check-prefix=SPLIT
 // RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2" --dist-pipeline-split --train-autodiff --dist-pipeline-transfers | FileCheck %s --check-prefix=STEP
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2" | FileCheck %s --check-prefix=VERIFIED
+// RUN: not loom-opt %s --loom-pipeline="mesh=pp=2,dp=2" 2>&1 | FileCheck %s --check-prefix=COMPOSE
+// COMPOSE: error: 'train.model' op runs a pipeline on the mesh #dist.mesh<["pp" = 2, "dp" = 2]>, whose axis 'dp' it would ignore: pipelines do not compose with other axes yet
 
 // SPLIT:      train.embedding {{.*}}{dist.stage = 0 : i64}
 // SPLIT-NEXT: train.slice %{{.*}} offsets [0, 0, 0] sizes [3, 4, 4] {dist.stage = 0 : i64}
