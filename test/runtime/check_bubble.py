@@ -2,7 +2,11 @@
 (loomrt-pipeline-test) and compares each rank's bubble as its trace
 measures it, (step span - busy time) / step span with the busy time the
 sum of its action spans, with the bubble the compile-time simulation
-predicts: they must agree within 10% (relative) for every rank."""
+predicts: they must agree within 10% (relative) for every rank. The peak
+of micro-batches' activations each rank held, measured by the runtime's
+memory high-water mark, must equal the simulation's; on the first stage
+it is m for GPipe and at most p for the one-forward-one-backward
+schedules."""
 import argparse
 import json
 import os
@@ -45,8 +49,12 @@ def main():
         if out.returncode:
             print(out.stdout, out.stderr)
             return 1
-        simulated = {int(r): float(b) for r, b in
-                     re.findall(r"simulated rank (\d+) bubble ([0-9.]+)", out.stdout)}
+        simulated = {int(r): float(b) for r, b, _ in
+                     re.findall(r"simulated rank (\d+) bubble ([0-9.]+) peak (\d+)", out.stdout)}
+        simulated_peak = {int(r): int(p) for r, _, p in
+                          re.findall(r"simulated rank (\d+) bubble ([0-9.]+) peak (\d+)", out.stdout)}
+        measured_peak = {int(r): int(p) for r, p in
+                         re.findall(r"measured rank (\d+) peak (\d+)", out.stdout)}
         worst = 0.0
         for r in range(a.pp):
             measured = measure(os.path.join(tmp, f"trace.{r}.json"))
@@ -57,6 +65,19 @@ def main():
                   f"measured {measured:.4f} ({100 * error:.1f}% apart)")
         if worst > 0.10:
             print(f"FAIL: measured and simulated bubbles {100 * worst:.1f}% apart")
+            return 1
+        for r in range(a.pp):
+            print(f"{a.schedule} rank {r}: held at most {measured_peak[r]} "
+                  f"micro-batches' activations (simulated {simulated_peak[r]})")
+            if measured_peak[r] != simulated_peak[r]:
+                print("FAIL: measured and simulated peaks differ")
+                return 1
+        first = measured_peak[0]
+        if a.schedule == "gpipe" and first != a.micro_batches:
+            print(f"FAIL: GPipe's first stage held {first}, not m = {a.micro_batches}")
+            return 1
+        if a.schedule in ("1f1b", "zb") and first > a.pp:
+            print(f"FAIL: {a.schedule}'s first stage held {first} > p = {a.pp}")
             return 1
     return 0
 

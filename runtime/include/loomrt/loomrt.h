@@ -241,6 +241,8 @@ void loomrt_upload(loomrt_ctx *ctx, loomrt_buf *dst, const void *src,
                    int64_t bytes);
 void loomrt_download(loomrt_ctx *ctx, void *dst, loomrt_buf *src,
                      int64_t bytes);
+/* The most backend memory allocated through the runtime at once so far. */
+int64_t loomrt_peak_bytes(loomrt_ctx *ctx);
 
 /* Marks the start (begin != 0) and the end of iteration `index` of the
    program's repeat number `repeat` on the trace, as a span named
