@@ -10,6 +10,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include <functional>
+
 namespace loom {
 
 #define GEN_PASS_DECL
@@ -48,6 +50,9 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
   /// `mesh` is not given (loomc shards over dp and tp in a later phase,
   /// but the stages must be cut before the backward pass exists).
   std::string pipelineMesh;
+  /// Called after each pass the pipeline adds, with the pass's argument: a
+  /// driver inserts a user's passes there (loomc --insert-after).
+  std::function<void(mlir::OpPassManager &, llvm::StringRef)> afterPass;
 };
 
 /// The size of the pp axis of a mesh spec (1 without one or when the spec

@@ -23,35 +23,41 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
   std::string stagesMesh =
       options.mesh.empty() ? options.pipelineMesh : std::string(options.mesh);
   bool pipeline = pipelineRanks(stagesMesh) > 1;
-  pm.addPass(createTrainVerify());
+  auto add = [&](std::unique_ptr<mlir::Pass> pass) {
+    std::string argument = pass->getArgument().str();
+    pm.addPass(std::move(pass));
+    if (options.afterPass)
+      options.afterPass(pm, argument);
+  };
+  add(createTrainVerify());
   if (pipeline) {
     DistPipelinePartitionOptions partition;
     partition.mesh = stagesMesh;
     partition.microBatches = options.microBatches;
-    pm.addPass(createDistPipelinePartition(partition));
-    pm.addPass(createDistPipelineSplit());
+    add(createDistPipelinePartition(partition));
+    add(createDistPipelineSplit());
   }
   if (options.microBatches != 1)
-    pm.addPass(createTrainGradAccumulation(
+    add(createTrainGradAccumulation(
         TrainGradAccumulationOptions{options.microBatches}));
-  pm.addPass(createTrainAutodiff());
+  add(createTrainAutodiff());
   if (pipeline)
-    pm.addPass(createDistPipelineTransfers());
+    add(createDistPipelineTransfers());
   if (options.optimizer)
-    pm.addPass(createTrainOptimizer());
+    add(createTrainOptimizer());
   if (pipeline && !options.mesh.empty()) {
     // Pipelines compose with dp and tp in a later step; a pp mesh's rank
     // program is proved as it is.
-    pm.addPass(createDistVerifyCommunication());
+    add(createDistVerifyCommunication());
     return;
   }
   if (!options.mesh.empty()) {
-    pm.addPass(createDistShardingPropagation(
+    add(createDistShardingPropagation(
         DistShardingPropagationOptions{options.mesh, options.sharding,
                                        options.sequenceParallel}));
-    pm.addPass(createDistPartition());
-    pm.addPass(createDistCommOpt());
-    pm.addPass(createDistVerifyCommunication());
+    add(createDistPartition());
+    add(createDistCommOpt());
+    add(createDistVerifyCommunication());
   }
 }
 

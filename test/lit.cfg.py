@@ -33,6 +33,10 @@ config.substitutions.append(
 config.substitutions.append(
     ("%mpirun", "mpirun --allow-run-as-root --oversubscribe --bind-to none"))
 config.substitutions.append(("%timeout", "timeout"))
+# Out-of-tree builds against an installed Loom (examples/pass-plugin).
+config.substitutions.append(("%mlir_cmake_dir", config.mlir_cmake_dir))
+config.substitutions.append(("%cmake", config.cmake_command))
+config.substitutions.append(("%make_program", config.make_program))
 # OpenMPI refuses to start inside an OpenMPI job; keep lit's environment
 # free of one.
 for var in list(config.environment):

@@ -17,6 +17,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Tools/Plugins/PassPlugin.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/Support/CommandLine.h"
@@ -134,6 +136,24 @@ static cl::opt<std::string> scheduleSvg(
              "timeline as SVG into FILE"),
     cl::value_desc("FILE"), cl::cat(loomcCategory));
 
+static cl::list<std::string> passPlugins(
+    "load-pass-plugin",
+    cl::desc("Load the MLIR pass plugin LIB (a shared library built against "
+             "the installed Loom, see examples/pass-plugin)"),
+    cl::value_desc("LIB"), cl::cat(loomcCategory));
+
+static cl::opt<std::string> insertAfter(
+    "insert-after",
+    cl::desc("Run --plugin-pipeline right after the pipeline's pass PASS "
+             "(e.g. train-verify, train-autodiff, dist-partition)"),
+    cl::value_desc("PASS"), cl::cat(loomcCategory));
+
+static cl::opt<std::string> pluginPipeline(
+    "plugin-pipeline",
+    cl::desc("The passes --insert-after runs, as a textual pipeline "
+             "(e.g. 'pin-sharding{param=w_fc axis=dp dim=1}')"),
+    cl::value_desc("PIPELINE"), cl::cat(loomcCategory));
+
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "loomc: error: " << message << "\n";
   return 1;
@@ -178,6 +198,18 @@ struct Toolchain {
   std::vector<std::string> libraries;
 };
 
+/// Where loomc runs from, set in main.
+static std::string loomcPath;
+
+/// `installed` (a path under the prefix loomc is installed in) when it
+/// exists there, else `built` (the build tree loomc was configured in).
+static std::string runtimePath(StringRef installed, StringRef built) {
+  llvm::SmallString<256> path(llvm::sys::path::parent_path(
+      llvm::sys::path::parent_path(loomcPath)));
+  llvm::sys::path::append(path, installed);
+  return llvm::sys::fs::exists(path) ? std::string(path) : built.str();
+}
+
 static llvm::Expected<Toolchain> toolchainFor(Target t) {
   Toolchain tc;
   auto error = [](const llvm::Twine &message) {
@@ -190,7 +222,9 @@ static llvm::Expected<Toolchain> toolchainFor(Target t) {
     if (!cxx || !llvm::sys::fs::can_execute(*cxx))
       return error("no C++ compiler found (install g++ or set CXX)");
     tc.driver = *cxx;
-    tc.libraries = {LOOM_RUNTIME_HOST_LIBRARY, LOOM_OPENBLAS_LIBRARY};
+    tc.libraries = {runtimePath("lib/libloomrt_host.a",
+                                LOOM_RUNTIME_HOST_LIBRARY),
+                    LOOM_OPENBLAS_LIBRARY};
     return tc;
   }
 #ifdef LOOM_RUNTIME_CUDA_LIBRARY
@@ -224,8 +258,16 @@ static int buildExecutable(StringRef cpp, StringRef out) {
     os << cpp;
   }
   llvm::FileRemover remove(source);
+  // The runtime's header: installed beside loomc, or in the source tree.
+  std::string header = runtimePath("include/loomrt/loomrt.h", "");
+  std::string includeFlag =
+      header.empty()
+          ? std::string("-I" LOOM_RUNTIME_INCLUDE_DIR)
+          : "-I" + llvm::sys::path::parent_path(
+                       llvm::sys::path::parent_path(header))
+                       .str();
   std::vector<std::string> args = {toolchain->driver, "-O2", "-std=c++17",
-                                   "-w", "-I" LOOM_RUNTIME_INCLUDE_DIR,
+                                   "-w", includeFlag,
                                    std::string(source)};
   args.insert(args.end(), toolchain->libraries.begin(),
               toolchain->libraries.end());
@@ -371,10 +413,22 @@ static int reportPipeline(ModuleOp module, int64_t pp) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  loomcPath = llvm::sys::fs::getMainExecutable(
+      argv[0], reinterpret_cast<void *>(&runtimePath));
   cl::HideUnrelatedOptions(loomcCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "loomc: compile a train-dialect model into a "
                               "training executable\n");
+  for (const std::string &path : passPlugins) {
+    auto plugin = PassPlugin::load(path);
+    if (!plugin)
+      return fail("--load-pass-plugin=" + path + ": " +
+                  llvm::toString(plugin.takeError()));
+    plugin->registerPassRegistryCallbacks();
+  }
+  if (insertAfter.empty() != pluginPipeline.empty())
+    return fail("--insert-after and --plugin-pipeline go together: where "
+                "to insert, and what");
   bool reportOnly = (report || !reportJson.empty()) && emit == Emit::Exe &&
                     outputFile == "-";
   if (emit == Emit::Exe && outputFile == "-" && !reportOnly)
@@ -448,11 +502,27 @@ int main(int argc, char **argv) {
   if (pp > 1 && reportOnly)
     return reportPipeline(*module, pp);
 
+  // A user's passes, inserted after the pass --insert-after names.
+  bool inserted = false;
+  std::string insertError;
+  auto afterPass = [&](OpPassManager &passes, StringRef argument) {
+    if (insertAfter.empty() || argument != insertAfter || inserted)
+      return;
+    inserted = true;
+    llvm::raw_string_ostream errors(insertError);
+    if (failed(parsePassPipeline(pluginPipeline, passes, errors)))
+      insertError = "--plugin-pipeline='" + pluginPipeline +
+                    "': " + insertError;
+  };
+
   PassManager pm(&context);
   loom::LoomOptions options;
   options.microBatches = microBatches;
   options.pipelineMesh = meshSpec;
+  options.afterPass = afterPass;
   loom::buildLoomPipeline(pm, options);
+  if (!insertError.empty())
+    return fail(insertError);
   if (failed(pm.run(*module)))
     return 1;
   std::string step = print(*module);
@@ -476,14 +546,21 @@ int main(int argc, char **argv) {
     PassManager dist(&context);
     // A pipeline's stages and transfers exist already (the Loom pipeline
     // cuts them before the backward pass); dp and tp shard the others.
+    auto add = [&](std::unique_ptr<Pass> pass) {
+      std::string argument = pass->getArgument().str();
+      dist.addPass(std::move(pass));
+      afterPass(dist, argument);
+    };
     if (pp == 1) {
-      dist.addPass(loom::createDistShardingPropagation(
+      add(loom::createDistShardingPropagation(
           loom::DistShardingPropagationOptions{meshSpec, shardingPreset,
                                                sequenceParallel}));
-      dist.addPass(loom::createDistPartition());
-      dist.addPass(loom::createDistCommOpt());
+      add(loom::createDistPartition());
+      add(loom::createDistCommOpt());
     }
-    dist.addPass(loom::createDistVerifyCommunication());
+    add(loom::createDistVerifyCommunication());
+    if (!insertError.empty())
+      return fail(insertError);
     if (failed(dist.run(*module)))
       return 1;
   }
@@ -514,6 +591,10 @@ int main(int argc, char **argv) {
     if (reportOnly)
       return 0;
   }
+  if (!insertAfter.empty() && !inserted)
+    return fail("--insert-after=" + insertAfter + ": the pipeline runs no "
+                "pass '" + insertAfter + "' (see --dump-phases and "
+                "loom-opt --help for the pass names)");
   if (emit == Emit::MLIR)
     return failed(writeFile(outputFile, step)) ? 1 : 0;
   if (failed(dumpPhase("2-rank-program.mlir", print(*module))))

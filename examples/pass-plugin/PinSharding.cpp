@@ -1,0 +1,80 @@
+//===- PinSharding.cpp - an out-of-tree Loom pass, loaded as a plugin -----===//
+//
+// `pin-sharding{param=NAME axis=AXIS dim=D}` pins a sharding on the named
+// parameter: dimension D split over mesh axis AXIS, the others whole, as a
+// closed annotation `dist-sharding-propagation` starts from (what
+// `#dist.sharding` means is in docs/reference/DistDialect.md). With
+// `param=w_fc axis=dp dim=1` on a dp mesh, the weight is stored as each
+// rank's block and its gradient reduce-scattered: ZeRO's layout for one
+// tensor, chosen by a user's pass.
+//
+// It uses Loom's dialects through their headers only; loom-opt and loomc
+// export the dialects' symbols, so the plugin and the tool share them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/dist/DistDialect.h"
+#include "dialects/train/TrainDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Tools/Plugins/PassPlugin.h"
+
+using namespace mlir;
+
+namespace {
+
+struct PinShardingPass
+    : public PassWrapper<PinShardingPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PinShardingPass)
+
+  PinShardingPass() = default;
+  PinShardingPass(const PinShardingPass &other) : PassWrapper(other) {}
+
+  StringRef getArgument() const override { return "pin-sharding"; }
+  StringRef getDescription() const override {
+    return "Pin a sharding on a named parameter (an example pass plugin)";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<loom::dist::DistDialect>();
+  }
+
+  Option<std::string> param{*this, "param",
+                            llvm::cl::desc("The parameter's name")};
+  Option<std::string> axis{*this, "axis", llvm::cl::desc("The mesh axis"),
+                           llvm::cl::init("dp")};
+  Option<int64_t> dim{*this, "dim", llvm::cl::desc("The dimension to split"),
+                      llvm::cl::init(0)};
+
+  void runOnOperation() override {
+    bool found = false;
+    getOperation().walk([&](loom::train::ParamOp p) {
+      if (p.getName() != param)
+        return;
+      found = true;
+      auto type = cast<RankedTensorType>(p.getType());
+      if (dim < 0 || dim >= type.getRank()) {
+        p.emitOpError("pin-sharding: dimension ")
+            << int64_t(dim) << " is outside " << type;
+        return signalPassFailure();
+      }
+      SmallVector<SmallVector<StringAttr>> dims(type.getRank());
+      dims[dim].push_back(StringAttr::get(&getContext(), axis));
+      auto sharding =
+          loom::dist::ShardingAttr::get(&getContext(), dims, ArrayRef<StringAttr>());
+      p->setAttr("dist.sharding", ArrayAttr::get(&getContext(), {sharding}));
+    });
+    if (!found) {
+      getOperation().emitError("pin-sharding: no parameter named '")
+          << param << "'";
+      signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+
+extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo mlirGetPassPluginInfo() {
+  return {MLIR_PLUGIN_API_VERSION, "LoomPinSharding", "0.1",
+          []() { PassRegistration<PinShardingPass>(); }};
+}
