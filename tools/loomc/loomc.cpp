@@ -122,8 +122,9 @@ static cl::opt<std::string> scheduleSpec(
     "schedule",
     cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, 1f1b, "
              "interleaved, zb (ZB-H1), or a CSV file with one row of actions "
-             "(stage, F/B/I/W, micro-batch: 1F3) per pipeline rank"),
-    cl::value_desc("NAME|FILE.csv"), cl::init("1f1b"), cl::cat(loomcCategory));
+             "(stage, F/B/I/W, micro-batch: 1F3) per pipeline rank; "
+             "executables run gpipe so far, --report plans them all"),
+    cl::value_desc("NAME|FILE.csv"), cl::init("gpipe"), cl::cat(loomcCategory));
 
 static cl::opt<int64_t> virtualStages(
     "virtual-stages",
@@ -463,8 +464,7 @@ int main(int argc, char **argv) {
                     "composing pp with '" + axis +
                     "' comes next (--report plans it)");
     }
-    if (pp > 1 && (scheduleSpec != "gpipe" || virtualStages != 1) &&
-        scheduleSpec.getNumOccurrences())
+    if (pp > 1 && (scheduleSpec != "gpipe" || virtualStages != 1))
       return fail("--schedule=" + scheduleSpec +
                   ": executables run the GPipe order (all micro-batches' "
                   "forwards, then their backwards) so far; --report "
