@@ -106,13 +106,18 @@ int64_t bucket(Block &block, int64_t cap) {
     group.clear();
     bytes = 0;
   };
-  for (Operation &op : llvm::make_early_inc_range(block)) {
+  // The starts, listed first: merging erases waits, which may be any op
+  // after the one being looked at.
+  SmallVector<dist::AllReduceStartOp> starts;
+  for (Operation &op : block) {
     for (Region &region : op.getRegions())
       for (Block &inner : region)
         merged += bucket(inner, cap);
-    auto start = dyn_cast<dist::AllReduceStartOp>(op);
-    if (!start || start.getInputs().size() != 1)
-      continue;
+    if (auto start = dyn_cast<dist::AllReduceStartOp>(op);
+        start && start.getInputs().size() == 1)
+      starts.push_back(start);
+  }
+  for (dist::AllReduceStartOp start : starts) {
     auto type = cast<RankedTensorType>(start.getInputs()[0].getType());
     int64_t size =
         type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);

@@ -294,6 +294,13 @@ struct Partitioner {
     for (Operation &op : llvm::make_early_inc_range(block)) {
       if (isa<ParamOp, InputOp, StateOp, IterationOp, dist::ShardOp>(op))
         continue;
+      // Index arithmetic (a pipeline stage's layer numbers) has nothing to
+      // partition.
+      auto isTensor = [](Type t) { return isa<RankedTensorType>(t); };
+      if (op.getNumRegions() == 0 &&
+          llvm::none_of(op.getResultTypes(), isTensor) &&
+          llvm::none_of(op.getOperandTypes(), isTensor))
+        continue;
       if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
         if (failed(setLocalType(reduce.getResult(),
                                 recorded(reduce.getResult()), reduce.getLoc())))
@@ -436,6 +443,10 @@ struct Partitioner {
 
 struct DistPartitionPass
     : public loom::impl::DistPartitionBase<DistPartitionPass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    sharding::registerDistShardingRules(registry);
+  }
   void runOnOperation() override {
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
       auto mesh = model->getAttrOfType<dist::MeshAttr>("dist.mesh");

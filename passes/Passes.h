@@ -55,6 +55,16 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
   std::function<void(mlir::OpPassManager &, llvm::StringRef)> afterPass;
 };
 
+/// The passes that turn the training step into the rank program of `mesh`:
+/// sharding propagation and partitioning over dp and tp, the pipeline's
+/// transfers over pp, communication optimization and its verification
+/// (`afterPass`, when set, is called after each).
+void buildDistPipeline(
+    mlir::OpPassManager &pm, llvm::StringRef mesh, llvm::StringRef sharding,
+    bool sequenceParallel,
+    const std::function<void(mlir::OpPassManager &, llvm::StringRef)>
+        &afterPass);
+
 /// The size of the pp axis of a mesh spec (1 without one or when the spec
 /// does not parse).
 int64_t pipelineRanks(llvm::StringRef mesh);

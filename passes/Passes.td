@@ -381,23 +381,36 @@ def DistPipelineSplit : Pass<"dist-pipeline-split", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
-def DistPipelineTransfers : Pass<"dist-pipeline-transfers", "::mlir::ModuleOp"> {
-  let summary = "Send values between pipeline stages and combine the stages' gradients";
+def DistPipelineReduce : Pass<"dist-pipeline-reduce", "::mlir::ModuleOp"> {
+  let summary = "Make the pipeline stages' partial gradients and loss whole";
   let description = [{
     Runs after `train-autodiff` (whose backward ops carry their forward
-    op's `dist.stage`) and before `train-optimizer`. Each rank runs the ops
-    of its stages (`dist.on`) and holds zeros for the others'; an op on no
-    stage runs on every rank. A value a stage reads from another stage is
-    sent right after it is made (`dist.send` on the producer's rank,
-    `dist.recv` on the consumer's), so every rank meets the pair at the
-    same point of the program. Gradients and the loss are then partial
-    sums over the pipeline (an embedding tied to the head gets its two
-    stages' parts), which one all-reduce over `pp` makes whole on every
-    rank before the optimizer step.
+    op's `dist.stage`) and before `train-optimizer`. Each rank will run the
+    ops of its stages and hold zeros for the others' (an op on no stage
+    runs on every rank), so the loss and the gradients are partial sums
+    over the pipeline (an embedding tied to the head gets its two stages'
+    parts); one all-reduce over `pp` each makes them whole on every rank,
+    which then takes the same optimizer step, global-norm clipping
+    included.
+  }];
+  let dependentDialects = ["::loom::dist::DistDialect"];
+}
+
+def DistPipelineTransfers : Pass<"dist-pipeline-transfers", "::mlir::ModuleOp"> {
+  let summary = "Send values between pipeline stages; stages become ranks";
+  let description = [{
+    Runs on the rank program's types: after `dist-pipeline-reduce` on a pp
+    mesh, after `dist-partition` when the mesh also has dp or tp (whose
+    collectives `dist-partition` adds run on every rank, on zeros off their
+    stage). A staged op that reads a value another stage made gets it by
+    `dist.send` on the producer's rank and `dist.recv` on its own, placed
+    right after the value is made, so every rank meets the pair at the same
+    point of the program; an op reading a value several stages hold parts
+    of is an error. Then `dist.stage` becomes `dist.on`, the ranks that run
+    the op.
 
     The micro-batch loop of `train-grad-accumulation` is the schedule: the
-    forwards of all micro-batches, then their backwards (GPipe's order),
-    the sends letting a stage run ahead of the next.
+    forwards of all micro-batches, then their backwards (GPipe's order).
   }];
   let dependentDialects = ["::loom::dist::DistDialect"];
 }

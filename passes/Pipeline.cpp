@@ -42,23 +42,36 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
         TrainGradAccumulationOptions{options.microBatches}));
   add(createTrainAutodiff());
   if (pipeline)
-    add(createDistPipelineTransfers());
+    add(createDistPipelineReduce());
   if (options.optimizer)
     add(createTrainOptimizer());
-  if (pipeline && !options.mesh.empty()) {
-    // Pipelines compose with dp and tp in a later step; a pp mesh's rank
-    // program is proved as it is.
-    add(createDistVerifyCommunication());
-    return;
-  }
-  if (!options.mesh.empty()) {
-    add(createDistShardingPropagation(
-        DistShardingPropagationOptions{options.mesh, options.sharding,
-                                       options.sequenceParallel}));
-    add(createDistPartition());
-    add(createDistCommOpt());
-    add(createDistVerifyCommunication());
-  }
+  // Without `mesh` the driver runs the rank program's passes itself
+  // (buildDistPipeline), the pipeline's transfers among them.
+  if (!options.mesh.empty())
+    buildDistPipeline(pm, options.mesh, options.sharding,
+                      options.sequenceParallel, options.afterPass);
+}
+
+void loom::buildDistPipeline(
+    mlir::OpPassManager &pm, llvm::StringRef mesh, llvm::StringRef sharding,
+    bool sequenceParallel,
+    const std::function<void(mlir::OpPassManager &, llvm::StringRef)>
+        &afterPass) {
+  auto add = [&](std::unique_ptr<mlir::Pass> pass) {
+    std::string argument = pass->getArgument().str();
+    pm.addPass(std::move(pass));
+    if (afterPass)
+      afterPass(pm, argument);
+  };
+  // A pipeline's stages split the program among ranks once dp and tp have
+  // given it per-rank types (the collectives they add run on every rank).
+  add(createDistShardingPropagation(DistShardingPropagationOptions{
+      mesh.str(), sharding.str(), sequenceParallel}));
+  add(createDistPartition());
+  if (pipelineRanks(mesh) > 1)
+    add(createDistPipelineTransfers());
+  add(createDistCommOpt());
+  add(createDistVerifyCommunication());
 }
 
 void loom::registerAllPasses() {

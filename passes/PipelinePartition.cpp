@@ -393,6 +393,7 @@ struct DistPipelineSplitPass
 
 namespace loom {
 #define GEN_PASS_DEF_DISTPIPELINETRANSFERS
+#define GEN_PASS_DEF_DISTPIPELINEREDUCE
 #include "passes/Passes.h.inc"
 } // namespace loom
 
@@ -464,12 +465,38 @@ struct Transfers {
     return received[key] = recv.getResult();
   }
 
-  LogicalResult run() {
+  SmallVector<Operation *> stagedOps() {
     SmallVector<Operation *> staged;
     model.getBody().walk([&](Operation *op) {
       if (stageOf(op))
         staged.push_back(op);
     });
+    return staged;
+  }
+
+  /// Every rank runs its stages' ops and holds zeros for the others', so
+  /// gradients and the loss are partial sums over the pipeline: one
+  /// all-reduce over pp makes them whole on every rank, which then takes
+  /// the same optimizer step (clipping included) on every parameter.
+  void reduce() {
+    OutputOp output = model.getOutput();
+    OpBuilder b(output);
+    auto sum = [&](Value v) -> Value {
+      if (contributors(v).empty())
+        return v;
+      return dist::AllReduceOp::create(b, output.getLoc(), v,
+                                       b.getStrArrayAttr({"pp"}), false);
+    };
+    output.getLossMutable().assign(sum(output.getLoss()));
+    for (OpOperand &g : output.getGradsMutable())
+      g.set(sum(g.get()));
+  }
+
+  /// A staged op that reads another stage's value gets a copy sent right
+  /// after the value is made; then the stage decides the rank (`dist.on`,
+  /// which the verifier and the code generator read).
+  LogicalResult transferAll() {
+    SmallVector<Operation *> staged = stagedOps();
     for (Operation *op : staged) {
       int64_t stage = *stageOf(op);
       for (OpOperand &use : op->getOpOperands()) {
@@ -487,23 +514,7 @@ struct Transfers {
         use.set(transfer(use.get(), from[0], stage));
       }
     }
-    // Every rank runs its stages' ops and holds zeros for the others', so
-    // gradients and the loss are partial sums over the pipeline: one
-    // all-reduce over pp makes them whole on every rank, which then takes
-    // the same optimizer step (clipping included) on every parameter.
-    OutputOp output = model.getOutput();
-    OpBuilder b(output);
-    auto reduce = [&](Value v) -> Value {
-      if (contributors(v).empty())
-        return v;
-      return dist::AllReduceOp::create(b, output.getLoc(), v,
-                                       b.getStrArrayAttr({"pp"}), false);
-    };
-    output.getLossMutable().assign(reduce(output.getLoss()));
-    for (OpOperand &g : output.getGradsMutable())
-      g.set(reduce(g.get()));
-    // The stage decides the rank: dist.on, which the verifier and the code
-    // generator read.
+    Builder b(model.getContext());
     for (Operation *op : staged) {
       int64_t stage = *stageOf(op);
       op->removeAttr(kStage);
@@ -514,32 +525,39 @@ struct Transfers {
   }
 };
 
-struct DistPipelineTransfersPass
-    : public loom::impl::DistPipelineTransfersBase<DistPipelineTransfersPass> {
+/// The model's pipeline ranks, or 0 when it has no pipeline.
+int64_t pipelineOf(ModelOp model) {
+  auto record = model->getAttrOfType<DictionaryAttr>("dist.pipeline");
+  return record ? record.getAs<IntegerAttr>("ranks").getInt() : 0;
+}
+
+struct DistPipelineReducePass
+    : public loom::impl::DistPipelineReduceBase<DistPipelineReducePass> {
   void runOnOperation() override {
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      auto record = model->getAttrOfType<DictionaryAttr>("dist.pipeline");
-      if (!record)
+      int64_t ranks = pipelineOf(model);
+      if (!ranks)
         continue;
       OutputOp output = model.getOutput();
       if (output.getGrads().empty() || !output.getUpdates().empty()) {
         model.emitOpError("needs its gradients (after train-autodiff, before "
-                          "train-optimizer) for dist-pipeline-transfers");
+                          "train-optimizer) for dist-pipeline-reduce");
         return signalPassFailure();
       }
-      if (auto mesh = model->getAttrOfType<dist::MeshAttr>("dist.mesh"))
-        for (auto [name, size] :
-             llvm::zip(mesh.getNames(), mesh.getSizes()))
-          if (name.getValue() != "pp" && size > 1) {
-            model.emitOpError("runs a pipeline on the mesh ")
-                << mesh << ", whose axis '" << name.getValue()
-                << "' it would ignore: pipelines do not compose with other "
-                   "axes yet";
-            return signalPassFailure();
-          }
-      int64_t ranks = record.getAs<IntegerAttr>("ranks").getInt();
+      Transfers{model, ranks, {}, {}}.reduce();
+    }
+  }
+};
+
+struct DistPipelineTransfersPass
+    : public loom::impl::DistPipelineTransfersBase<DistPipelineTransfersPass> {
+  void runOnOperation() override {
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      int64_t ranks = pipelineOf(model);
+      if (!ranks)
+        continue;
       Transfers t{model, ranks, {}, {}};
-      if (failed(t.run()))
+      if (failed(t.transferAll()))
         return signalPassFailure();
     }
   }

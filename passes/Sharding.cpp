@@ -133,4 +133,32 @@ SmallVector<RepeatLink> repeatLinks(RepeatOp repeat) {
   return links;
 }
 
+namespace {
+struct AllReduceRule
+    : public ShardingRuleOpInterface::ExternalModel<AllReduceRule,
+                                                    dist::AllReduceOp> {
+  OpShardingRule getShardingRule(Operation *op) const {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    OpShardingRule rule;
+    SmallVector<int64_t> dims;
+    for (auto [d, size] : llvm::enumerate(type.getShape())) {
+      rule.factorSizes.push_back(size);
+      rule.factorKinds.push_back(FactorKind::PassThrough);
+      dims.push_back(d);
+    }
+    rule.operandFactors.push_back(dims);
+    rule.resultFactors.push_back(dims);
+    rule.linearity = Linearity::PerOperand;
+    rule.linearIn = {true};
+    return rule;
+  }
+};
+} // namespace
+
+void registerDistShardingRules(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, dist::DistDialect *) {
+    dist::AllReduceOp::attachInterface<AllReduceRule>(*ctx);
+  });
+}
+
 } // namespace loom::sharding

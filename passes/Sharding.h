@@ -21,6 +21,11 @@ constexpr llvm::StringLiteral kArgShardingsAttr = "dist.arg_shardings";
 constexpr llvm::StringLiteral kGlobalShapeAttr = "dist.global_shape";
 constexpr llvm::StringLiteral kShardGroupsAttr = "dist.shard_groups";
 
+/// Gives `dist.all_reduce` a sharding rule (every dimension passes through;
+/// linear in its operand), for the pipeline's all-reduces over pp that
+/// precede dp and tp partitioning.
+void registerDistShardingRules(mlir::DialectRegistry &registry);
+
 /// The sharding recorded for `v` (a result or a repeat's block argument),
 /// or null.
 dist::ShardingAttr getSharding(mlir::Value v);

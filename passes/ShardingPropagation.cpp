@@ -157,11 +157,16 @@ struct Propagation {
   // The Megatron starting point
   //===--------------------------------------------------------------------===//
 
-  /// Whether `v` is a parameter, or a repeat's slice or copy of one.
+  /// Whether `v` is a parameter, or a repeat's slice or copy of one, or a
+  /// `train.slice` of one (a pipeline stage's layers of a stacked weight).
   bool isWeight(Value v) {
     for (int depth = 0; depth < 16; ++depth) {
       if (v.getDefiningOp<ParamOp>())
         return true;
+      if (auto slice = v.getDefiningOp<SliceOp>()) {
+        v = slice.getInput();
+        continue;
+      }
       auto arg = dyn_cast<BlockArgument>(v);
       auto repeat =
           arg ? dyn_cast<RepeatOp>(arg.getOwner()->getParentOp()) : RepeatOp();
@@ -635,6 +640,10 @@ struct DistShardingPropagationPass
     : public loom::impl::DistShardingPropagationBase<
           DistShardingPropagationPass> {
   using Base::Base;
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    sharding::registerDistShardingRules(registry);
+  }
   void runOnOperation() override {
     if (preset != "none" && preset != "dp" && preset != "megatron" &&
         preset != "auto") {

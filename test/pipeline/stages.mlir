@@ -5,10 +5,13 @@
 // by send and receive, and the stages' partial gradients (the tied
 // embedding's from both) and the loss are all-reduced over pp.
 // RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2" --dist-pipeline-split | FileCheck %s --check-prefix=SPLIT
-// RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2" --dist-pipeline-split --train-autodiff --dist-pipeline-transfers | FileCheck %s --check-prefix=STEP
+// RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2" --dist-pipeline-split --train-autodiff --dist-pipeline-reduce --dist-pipeline-transfers | FileCheck %s --check-prefix=STEP
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2" | FileCheck %s --check-prefix=VERIFIED
-// RUN: not loom-opt %s --loom-pipeline="mesh=pp=2,dp=2" 2>&1 | FileCheck %s --check-prefix=COMPOSE
-// COMPOSE: error: 'train.model' op runs a pipeline on the mesh #dist.mesh<["pp" = 2, "dp" = 2]>, whose axis 'dp' it would ignore: pipelines do not compose with other axes yet
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2,dp=2" | FileCheck %s --check-prefix=COMPOSE
+// With dp too, each stage's batch is split and its gradients reduced over
+// dp, after the pipeline's reduction over pp; one rank per stage still
+// stands for the 4.
+// COMPOSE: dist.verified = {class_axes = ["pp"], of = 4 : i64
 
 // SPLIT:      train.embedding {{.*}}{dist.stage = 0 : i64}
 // SPLIT-NEXT: train.slice %{{.*}} offsets [0, 0, 0] sizes [3, 4, 4] {dist.stage = 0 : i64}
@@ -38,8 +41,10 @@
 // STEP-NEXT: %[[GW:.*]] = dist.all_reduce %{{.*}} over ["pp"] : tensor<4x4x4xf32>
 // STEP-NEXT: train.output loss(%[[LOSS]] : tensor<f32>) grads(%[[GEMB]], %[[GW]] :
 
-// The whole pipeline proves the rank program: one representative per stage.
-// VERIFIED: dist.verified = {class_axes = ["pp"], of = 2 : i64, ops = 5 : i64, ranks = 2 : i64}
+// The whole pipeline proves the rank program: one representative per stage
+// (a send, a receive, and the stages' gradients and loss reduced over pp in
+// one bucket).
+// VERIFIED: dist.verified = {class_axes = ["pp"], of = 2 : i64, ops = 3 : i64, ranks = 2 : i64}
 train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %emb = train.param "emb" init(#train.init<normal, 0.1>) : tensor<8x4xf32>
   %w = train.param "w" init(#train.init<normal, 0.1>) : tensor<4x4x4xf32>

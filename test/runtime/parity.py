@@ -4,7 +4,8 @@ dropout on, AdamW with global-norm clipping) trained for 10 steps on dp = 2,
 dp = 4, tp = 2 and tp = 4 (Megatron's column- and row-parallel layers, from
 the `auto` preset), tp = 2 with sequence parallelism, dp = 2 x tp = 2, dp = 2 with one weight split over dp
 (its gradient reduce-scattered), dp = 2 with 4 micro-batches, and
-pipelines of 2 and 4 stages with 4 micro-batches (GPipe's order) gives
+pipelines of 2 and 4 stages with 4 micro-batches (GPipe's order), and
+pp = 2 x dp = 2 and pp = 2 x dp = 2 x tp = 2 (8 ranks) with 2 gives
 the single-rank run's losses (within 1e-5 + 1e-4 |loss|) and final
 parameters (relative norm error within 1e-4) on the same global batches.
 Under a PMPI wrapper, the bytes each rank sends equal the runtime's counters
@@ -207,9 +208,28 @@ for pp in (2, 4):
     check(f"pp={pp}: the tied embedding is used on the first and the last stage",
           tied and [int(v) for v in tied.group(1).split(",")] == [0, pp - 1],
           tied.group(1) if tied else "no stages recorded")
+    with open(os.path.join(phases, "2-rank-program.mlir")) as f:
+        sends = f.read().count("dist.send")
     check(f"pp={pp}: activations and gradients cross the stages",
-          step.count("dist.send") >= 2 * (pp - 1), f"{step.count('dist.send')} sends")
+          sends >= 2 * (pp - 1), f"{sends} sends")
     compare(f"pp={pp} M=4", run(f"pp{pp}", exe, pp), reference_m4)
+
+# Pipelines composed with data and tensor parallelism: 2 micro-batches of
+# 2 rows (each split over dp), the stages' layers Megatron-split over tp.
+reference_m2 = run("ref-m2", build("ref-m2", ["--micro-batches=2"]), 1)
+compare("pp=2 x dp=2 M=2",
+        run("pp2dp2", build("pp2dp2", ["--mesh", "pp=2,dp=2", "--micro-batches=2"]), 4),
+        reference_m2)
+phases = os.path.join(work, "pp2dp2tp2-phases")
+exe = build("pp2dp2tp2", ["--mesh", "pp=2,dp=2,tp=2", "--micro-batches=2",
+                          "--dump-phases", phases])
+with open(os.path.join(phases, "2-rank-program.mlir")) as f:
+    program = f.read()
+tp_collectives = program.count('over ["tp"]')
+check("pp=2 x dp=2 x tp=2: the layers are split over tp",
+      tp_collectives > 0 and "dist.send" in program,
+      f"{tp_collectives} collectives over tp")
+compare("pp=2 x dp=2 x tp=2 M=2 (8 ranks)", run("pp2dp2tp2", exe, 8), reference_m2)
 
 print(f"{failed} failed")
 sys.exit(1 if failed else 0)

@@ -454,16 +454,10 @@ int main(int argc, char **argv) {
     if (axis == "pp")
       pp = size;
   if (!reportOnly && emit != Emit::MLIR) {
-    for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes)) {
+    for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
       if (axis != "dp" && axis != "tp" && axis != "pp" && size > 1)
         return fail("--mesh " + meshSpec + ": mesh axis '" + axis +
                     "' is none of dp, tp and pp");
-      if (pp > 1 && axis != "pp" && size > 1)
-        return fail("--mesh " + meshSpec +
-                    ": pipelines are generated on their own so far; "
-                    "composing pp with '" + axis +
-                    "' comes next (--report plans it)");
-    }
     if (pp > 1 && (scheduleSpec != "gpipe" || virtualStages != 1))
       return fail("--schedule=" + scheduleSpec +
                   ": executables run the GPipe order (all micro-batches' "
@@ -544,21 +538,8 @@ int main(int argc, char **argv) {
   // collectives.
   if (!meshSpec.empty() && (emit != Emit::MLIR || plan)) {
     PassManager dist(&context);
-    // A pipeline's stages and transfers exist already (the Loom pipeline
-    // cuts them before the backward pass); dp and tp shard the others.
-    auto add = [&](std::unique_ptr<Pass> pass) {
-      std::string argument = pass->getArgument().str();
-      dist.addPass(std::move(pass));
-      afterPass(dist, argument);
-    };
-    if (pp == 1) {
-      add(loom::createDistShardingPropagation(
-          loom::DistShardingPropagationOptions{meshSpec, shardingPreset,
-                                               sequenceParallel}));
-      add(loom::createDistPartition());
-      add(loom::createDistCommOpt());
-    }
-    add(loom::createDistVerifyCommunication());
+    loom::buildDistPipeline(dist, meshSpec, shardingPreset, sequenceParallel,
+                            afterPass);
     if (!insertError.empty())
       return fail(insertError);
     if (failed(dist.run(*module)))
