@@ -156,11 +156,12 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
   if (failed(layout))
     return failure();
   for (const std::string &axis : config.mesh.names)
-    if (axis != "dp" && axis != "tp" && config.mesh.size(axis) > 1)
-      return model.emitError("the report plans data and tensor parallelism "
-                             "(the 'dp' and 'tp' axes) only so far; mesh "
-                             "axis '")
-             << axis << "' is not modelled yet";
+    if (axis != "dp" && axis != "tp" && axis != "pp" &&
+        config.mesh.size(axis) > 1)
+      return model.emitError("the report plans data, tensor and pipeline "
+                             "parallelism (the 'dp', 'tp' and 'pp' axes); "
+                             "mesh axis '")
+             << axis << "' is not modelled";
   Report r;
   r.model = model.getSymName().str();
   r.cluster = cluster;
@@ -255,6 +256,17 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
   return r;
 }
 
+/// Whether the first rank (coordinate 0 on every axis) runs `op`: a
+/// pipeline stage's ops run on its ranks only (`dist.on`).
+static bool runsOnFirstRank(Operation *op) {
+  for (; op; op = op->getParentOp())
+    if (auto on = op->getAttrOfType<DictionaryAttr>("dist.on"))
+      for (NamedAttribute entry : on)
+        if (auto c = dyn_cast<IntegerAttr>(entry.getValue()); c && c.getInt())
+          return false;
+  return true;
+}
+
 LogicalResult Report::useRankProgram(ModelOp rank) {
   FailureOr<ModelLayout> layout = layoutModel(rank);
   if (failed(layout))
@@ -288,7 +300,7 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
                                                     : cluster->peakFlopsFp32;
   double seconds = 0;
   for (Operation &op : body)
-    if (auto cost = dyn_cast<CostOpInterface>(op))
+    if (auto cost = dyn_cast<CostOpInterface>(op); cost && runsOnFirstRank(&op))
       seconds += std::max(double(cost.getFlops()) / peak,
                           double(cost.getBytesRead() + cost.getBytesWritten()) /
                               cluster->memoryBandwidth);
@@ -343,14 +355,19 @@ static int64_t ringAllReduceBytes(int64_t n, int64_t size, int64_t rank) {
   return sent * 4;
 }
 
+
 std::vector<CommLine>
 loom::codegen::countCommunication(ModelOp rankProgram, const Mesh &mesh,
                                   const std::optional<Cluster> &cluster) {
   std::vector<CommLine> lines;
   rankProgram.walk([&](Operation *op) {
+    if (!runsOnFirstRank(op))
+      return;
     Collective kind;
     Type buffer = op->getNumOperands() ? op->getOperand(0).getType() : Type();
-    if (isa<dist::AllReduceOp, dist::AllReduceStartOp>(op))
+    if (isa<dist::SendOp>(op))
+      kind = Collective::Send;
+    else if (isa<dist::AllReduceOp, dist::AllReduceStartOp>(op))
       kind = Collective::AllReduce;
     else if (isa<dist::AllGatherOp>(op)) {
       kind = Collective::AllGather;
@@ -363,7 +380,10 @@ loom::codegen::countCommunication(ModelOp rankProgram, const Mesh &mesh,
       kind = Collective::Broadcast;
     else
       return;
-    auto axes = cast<ArrayAttr>(op->getAttr("axes"));
+    Builder b(op->getContext());
+    auto axes = isa<dist::SendOp>(op)
+                    ? b.getStrArrayAttr({cast<dist::SendOp>(op).getAxis()})
+                    : cast<ArrayAttr>(op->getAttr("axes"));
     std::string axis;
     int64_t size = 1;
     for (const std::string &name : mesh.names)
@@ -389,6 +409,8 @@ loom::codegen::countCommunication(ModelOp rankProgram, const Mesh &mesh,
     double sent = kind == Collective::AllReduce
                       ? double(ringAllReduceBytes(elements, size, 0))
                       : collectiveBytesSent(kind, double(bytes), size);
+    if (kind == Collective::Send)
+      sent = double(bytes);
     bool crosses = cluster && llvm::any_of(
         axes.getAsValueRange<StringAttr>(), [&](StringRef a) {
           return mesh.crossesNodes(a, cluster->devicesPerNode);
@@ -451,10 +473,12 @@ llvm::json::Value Report::toJSON() const {
                                            : "fp32"},
                          {"communication_bytes_per_step", std::move(comm)},
                          {"collectives", std::move(collectives)},
-                         {"bubble_fraction", 0.0},
+                         {"bubble_fraction", pipelineBubble.value_or(0.0)},
                          {"flops_per_step", flopsPerStep},
                          {"bytes_accessed_per_step", bytesAccessedPerStep},
                          {"tokens_per_step", tokensPerStep}};
+  if (pipelineBubble)
+    out["pipeline"] = llvm::json::Object(pipeline);
   if (verified) {
     llvm::json::Array axes;
     for (const std::string &a : verified->classAxes)
@@ -541,7 +565,13 @@ void Report::print(llvm::raw_ostream &os) const {
       os << "one per coordinate on " << llvm::join(verified->classAxes, "+");
     os << ")\n";
   }
-  os << "  pipeline bubble: 0 (no pipeline)\n"
+  if (pipelineBubble)
+    os << llvm::format("  pipeline bubble: %.1f%% (simulated, worst rank; "
+                       "the plan above)\n",
+                       100.0 * *pipelineBubble);
+  else
+    os << "  pipeline bubble: 0 (no pipeline)\n";
+  os
      << llvm::format("  FLOPs per step: %.4g (%.4g per token; 6N = %.4g)\n",
                      double(flopsPerStep),
                      double(flopsPerStep) / double(std::max<int64_t>(tokensPerStep, 1)),

@@ -131,6 +131,10 @@ struct Report {
     std::vector<std::string> classAxes;
   };
   std::optional<Verified> verified;
+  /// The simulated pipeline bubble of the worst rank, and the pipeline's
+  /// plan for the JSON report (pp meshes).
+  std::optional<double> pipelineBubble;
+  llvm::json::Object pipeline;
   /// Reads `verified` from the rank program.
   void readVerification(loom::train::ModelOp rank);
 };

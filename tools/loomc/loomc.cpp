@@ -298,7 +298,8 @@ static int buildExecutable(StringRef cpp, StringRef out) {
 /// dist-pipeline-partition cuts from the forward model, the schedule
 /// (built in or read from CSV), and its simulation with the stages' costs
 /// (a backward's input and weight parts each cost the stage's forward).
-static int reportPipeline(ModuleOp module, int64_t pp) {
+static int reportPipeline(ModuleOp module, int64_t pp, double &worstBubble,
+                          llvm::json::Object &json) {
   using namespace loom::pipeline;
   std::vector<std::string> warnings;
   llvm::Expected<Schedule> schedule = [&]() -> llvm::Expected<Schedule> {
@@ -350,13 +351,20 @@ static int reportPipeline(ModuleOp module, int64_t pp) {
     return fail("--schedule=" + scheduleSpec + ": " +
                 llvm::toString(sim.takeError()));
 
+  worstBubble = sim->maxBubble();
   std::string csv = printScheduleCSV(*schedule);
   int64_t p = pp, m = microBatches, v = schedule->virtualStages;
+  int64_t world = 1;
+  if (auto parsed = loom::codegen::parseMesh(meshSpec))
+    for (int64_t size : parsed->sizes)
+      world *= size;
+  else
+    llvm::consumeError(parsed.takeError());
   llvm::outs() << llvm::formatv(
-      "loom report: {0}, pipeline of {1} ranks x {2} virtual stages ({3} "
-      "stages), {4} micro-batches, schedule {5}\n",
-      models.front().getSymName(), p, v, schedule->numStages(), m,
-      schedule->name);
+      "loom report: {0}, {1} ranks ({2}): pipeline of {3} ranks x {4} "
+      "virtual stages ({5} stages), {6} micro-batches, schedule {7}\n",
+      models.front().getSymName(), world, meshSpec, p, v,
+      schedule->numStages(), m, schedule->name);
   llvm::outs() << "  stages (forward GFLOP-equivalents: flops, or bytes at "
                   "20 flops per byte):\n";
   for (auto [s, c] : llvm::enumerate(stageCosts.asArrayRef()))
@@ -378,12 +386,10 @@ static int reportPipeline(ModuleOp module, int64_t pp) {
   llvm::outs() << llvm::formatv("; stage 0 holds at most {0} micro-batches' activations\n",
                                 sim->firstStagePeak);
   llvm::outs() << "  schedule (CSV, as --schedule reads it):\n" << csv;
-  llvm::outs() << "  memory and communication per pipeline rank are planned "
-                  "once pipelines are generated\n";
   if (!scheduleSvg.empty() &&
       failed(writeFile(scheduleSvg, drawSVG(*schedule, *sim))))
     return 1;
-  if (!reportJson.empty()) {
+  {
     llvm::json::Array bubbles, peaks, stagesJson;
     for (int64_t r = 0; r < p; ++r) {
       bubbles.push_back(sim->bubble(r));
@@ -391,8 +397,7 @@ static int reportPipeline(ModuleOp module, int64_t pp) {
     }
     for (int64_t c : stageCosts.asArrayRef())
       stagesJson.push_back(c);
-    llvm::json::Object out{
-        {"model", models.front().getSymName()},
+    json = llvm::json::Object{
         {"pipeline_ranks", p},
         {"virtual_stages", v},
         {"micro_batches", m},
@@ -403,11 +408,6 @@ static int reportPipeline(ModuleOp module, int64_t pp) {
         {"peak_activations_per_rank", std::move(peaks)},
         {"first_stage_peak_micro_batches", sim->firstStagePeak},
         {"schedule_csv", csv}};
-    std::string text;
-    llvm::raw_string_ostream js(text);
-    js << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
-    if (failed(writeFile(reportJson, js.str())))
-      return 1;
   }
   return 0;
 }
@@ -493,8 +493,16 @@ int main(int argc, char **argv) {
     return 1;
   if (failed(dumpPhase("0-input.mlir", print(*module))))
     return 1;
-  if (pp > 1 && reportOnly)
-    return reportPipeline(*module, pp);
+  // A pipeline's report starts with its plan: stages, schedule, bubble;
+  // the memory and communication per rank follow, from the rank program.
+  std::optional<double> pipelineBubble;
+  llvm::json::Object pipelineJSON;
+  if (pp > 1 && (report || !reportJson.empty())) {
+    double worst = 0;
+    if (int rc = reportPipeline(*module, pp, worst, pipelineJSON))
+      return rc;
+    pipelineBubble = worst;
+  }
 
   // A user's passes, inserted after the pass --insert-after names.
   bool inserted = false;
@@ -557,9 +565,13 @@ int main(int argc, char **argv) {
           loom::codegen::countCommunication(rank, config.mesh, cluster));
       // A mesh that splits more than the batch: activations and time are
       // the rank program's, not the one-rank plan's over dp.
-      if (config.mesh.size("tp") > 1 && failed(plan->useRankProgram(rank)))
+      if ((config.mesh.size("tp") > 1 || pp > 1) &&
+          failed(plan->useRankProgram(rank)))
         return 1;
     }
+    plan->pipelineBubble = pipelineBubble;
+    if (pipelineBubble)
+      plan->pipeline = std::move(pipelineJSON);
     if (report)
       plan->print(llvm::outs());
     if (!reportJson.empty()) {
