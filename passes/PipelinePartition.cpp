@@ -495,7 +495,141 @@ struct Transfers {
   /// A staged op that reads another stage's value gets a copy sent right
   /// after the value is made; then the stage decides the rank (`dist.on`,
   /// which the verifier and the code generator read).
+  /// The forward edges (a stage reading a lower stage's value) at the top
+  /// level of `body`, once per value and reading stage, in order.
+  SmallVector<std::tuple<Value, int64_t, int64_t>> forwardEdges(Block &body) {
+    SmallVector<std::tuple<Value, int64_t, int64_t>> edges;
+    DenseSet<std::pair<Value, int64_t>> seen;
+    for (Operation &op : body) {
+      std::optional<int64_t> stage = stageOf(&op);
+      if (!stage)
+        continue;
+      for (Value v : op.getOperands()) {
+        ArrayRef<int64_t> from = contributors(v);
+        if (from.size() == 1 && from[0] < *stage &&
+            from[0] % ranks != *stage % ranks &&
+            seen.insert({v, *stage}).second)
+          edges.push_back({v, from[0], *stage});
+      }
+    }
+    return edges;
+  }
+
+  /// The backward of the micro-batch loop recomputes each micro-batch's
+  /// forward. Across stages that would send the activations again, and
+  /// make a stage's backward wait for the earlier stages' recomputation;
+  /// instead the forward loop keeps what each stage received (a stacked
+  /// result per transfer) and the backward reads it back.
+  void saveForwardTransfers(RepeatOp forward, RepeatOp backward) {
+    Block &fBody = forward.getBodyBlock(), &bBody = backward.getBodyBlock();
+    auto fEdges = forwardEdges(fBody), bEdges = forwardEdges(bBody);
+    if (fEdges.empty() || fEdges.size() != bEdges.size())
+      return;
+    for (auto [f, b] : llvm::zip(fEdges, bEdges))
+      if (std::get<0>(f).getType() != std::get<0>(b).getType() ||
+          std::get<1>(f) != std::get<1>(b) || std::get<2>(f) != std::get<2>(b))
+        return;
+    // The forward loop: each transfer's received value, yielded per
+    // micro-batch before the saved carries.
+    SmallVector<Value> received;
+    for (auto [v, from, to] : fEdges) {
+      Value r = transfer(v, from, to);
+      v.replaceUsesWithIf(r, [&, to = to](OpOperand &use) {
+        std::optional<int64_t> s = stageOf(use.getOwner());
+        return s && *s == to && use.getOwner() != r.getDefiningOp() &&
+               !isa<dist::SendOp>(use.getOwner());
+      });
+      received.push_back(r);
+    }
+    int64_t count = forward.getCount();
+    size_t numCarries = forward.getCarries().size();
+    size_t numUser = forward.getStackedResults().size() - numCarries;
+    OpBuilder b(forward);
+    SmallVector<Type> stackedTypes;
+    for (Value r : forward.getStackedResults().take_front(numUser))
+      stackedTypes.push_back(r.getType());
+    for (Value r : received) {
+      auto t = cast<RankedTensorType>(r.getType());
+      SmallVector<int64_t> shape{count};
+      llvm::append_range(shape, t.getShape());
+      stackedTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
+    }
+    for (Value r : forward.getStackedResults().take_back(numCarries))
+      stackedTypes.push_back(r.getType());
+    auto saving = RepeatOp::create(
+        b, forward.getLoc(), forward.getCarryResults().getTypes(),
+        stackedTypes, count, forward.getReverse(), forward.getSavesCarries(),
+        forward.getCarries(), forward.getStacked(), forward.getInvariants());
+    saving->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
+    saving.getBody().takeBody(forward.getBody());
+    YieldOp yield = saving.getYield();
+    SmallVector<Value> slices(yield.getStacked().take_front(numUser));
+    llvm::append_range(slices, received);
+    llvm::append_range(slices, yield.getStacked().take_back(numCarries));
+    OpBuilder y(yield);
+    YieldOp::create(y, yield.getLoc(), yield.getCarries(), slices);
+    yield.erase();
+    for (auto [i, r] : llvm::enumerate(forward.getCarryResults()))
+      r.replaceAllUsesWith(saving.getCarryResults()[i]);
+    for (size_t i = 0; i < numUser; ++i)
+      forward.getStackedResults()[i].replaceAllUsesWith(
+          saving.getStackedResults()[i]);
+    for (size_t i = 0; i < numCarries; ++i)
+      forward.getStackedResults()[numUser + i].replaceAllUsesWith(
+          saving.getStackedResults()[numUser + received.size() + i]);
+    forward.erase();
+
+    // The backward loop reads them as stacked operands.
+    size_t bCarries = backward.getCarries().size();
+    size_t bStacked = backward.getStacked().size();
+    SmallVector<Value> stacked(backward.getStacked());
+    for (size_t k = 0; k < received.size(); ++k)
+      stacked.push_back(saving.getStackedResults()[numUser + k]);
+    OpBuilder bb(backward);
+    auto reading = RepeatOp::create(
+        bb, backward.getLoc(), backward.getCarryResults().getTypes(),
+        backward.getStackedResults().getTypes(), backward.getCount(),
+        backward.getReverse(), backward.getSavesCarries(),
+        backward.getCarries(), stacked, backward.getInvariants());
+    reading->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
+    reading.getBody().takeBody(backward.getBody());
+    Block &body = reading.getBodyBlock();
+    for (auto [k, r] : llvm::enumerate(received)) {
+      BlockArgument slice = body.insertArgument(
+          1 + bCarries + bStacked + k, r.getType(), r.getLoc());
+      auto [v, from, to] = bEdges[k];
+      v.replaceUsesWithIf(slice, [&, to = to](OpOperand &use) {
+        std::optional<int64_t> s = stageOf(use.getOwner());
+        return s && *s == to;
+      });
+    }
+    backward.replaceAllUsesWith(reading.getResults());
+    backward.erase();
+  }
+
+  /// The micro-batch loop and its backward: a forward repeat saving its
+  /// carries whose body runs stages' ops, and the reverse repeat that
+  /// reads its saved carries.
+  void saveMicroBatchTransfers() {
+    SmallVector<std::pair<RepeatOp, RepeatOp>> loops;
+    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>()) {
+      if (!forward.getSavesCarries() || forward.getReverse() ||
+          stageOf(forward) || forward.getCarries().empty())
+        continue;
+      Value saved = forward.getStackedResults().back();
+      for (Operation *user : saved.getUsers())
+        if (auto r = dyn_cast<RepeatOp>(user);
+            r && r.getReverse() && r->getBlock() == forward->getBlock()) {
+          loops.push_back({forward, r});
+          break;
+        }
+    }
+    for (auto [forward, backward] : loops)
+      saveForwardTransfers(forward, backward);
+  }
+
   LogicalResult transferAll() {
+    saveMicroBatchTransfers();
     SmallVector<Operation *> staged = stagedOps();
     for (Operation *op : staged) {
       int64_t stage = *stageOf(op);
@@ -544,7 +678,8 @@ struct DistPipelineReducePass
                           "train-optimizer) for dist-pipeline-reduce");
         return signalPassFailure();
       }
-      Transfers{model, ranks, {}, {}}.reduce();
+      Transfers t{model, ranks, {}, {}};
+      t.reduce();
     }
   }
 };
