@@ -364,17 +364,23 @@ struct Emitter {
     return success();
   }
 
-  LogicalResult emitRepeat(RepeatOp repeat) {
+  /// A repeat's result buffers, its carries started from their initial
+  /// values.
+  LogicalResult emitRepeatPrologue(RepeatOp repeat) {
     if (failed(checkTypes(repeat)))
       return failure();
     for (Value r : repeat.getResults())
       defineBuffer(r);
-    int64_t count = repeat.getCount();
-    size_t numCarries = repeat.getCarries().size();
     for (auto [init, result] :
          llvm::zip(repeat.getCarries(), repeat.getCarryResults()))
       copy(bufferOf(result), bufferOf(init), init.getType());
+    return success();
+  }
 
+  LogicalResult emitRepeat(RepeatOp repeat) {
+    if (failed(emitRepeatPrologue(repeat)))
+      return failure();
+    int64_t count = repeat.getCount();
     Value lb = arith::ConstantIndexOp::create(b, loc(), 0);
     Value ub = arith::ConstantIndexOp::create(b, loc(), count);
     Value one = arith::ConstantIndexOp::create(b, loc(), 1);
@@ -385,7 +391,13 @@ struct Emitter {
     if (repeat.getReverse())
       index = arith::SubIOp::create(
           b, loc(), arith::ConstantIndexOp::create(b, loc(), count - 1), index);
+    return emitIteration(repeat, index);
+  }
 
+  /// Iteration `index` of `repeat` (its prologue emitted before).
+  LogicalResult emitIteration(RepeatOp repeat, Value index) {
+    int64_t count = repeat.getCount();
+    size_t numCarries = repeat.getCarries().size();
     Block &body = repeat.getBodyBlock();
     indices[body.getArgument(0)] = index;
     Value repeatId = i64(repeats++);
@@ -469,11 +481,92 @@ struct Emitter {
     return success();
   }
 
+  /// The pipeline's micro-batch loops, run in the schedule's order: the
+  /// forward loop (saving its carries) and the reverse loop of its backward.
+  RepeatOp scheduledForward, scheduledBackward;
+
+  /// Finds the loops a `dist.schedule` orders in the step's `ops`.
+  LogicalResult findScheduledLoops(const DenseSet<Operation *> &ops) {
+    scheduledForward = scheduledBackward = RepeatOp();
+    if (!model->hasAttr("dist.schedule"))
+      return success();
+    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>()) {
+      if (!forward.getSavesCarries() || forward.getReverse() ||
+          !ops.contains(forward))
+        continue;
+      for (Operation *user : forward.getStackedResults().back().getUsers())
+        if (auto r = dyn_cast<RepeatOp>(user);
+            r && r.getReverse() && ops.contains(r)) {
+          scheduledForward = forward;
+          scheduledBackward = r;
+        }
+    }
+    if (!scheduledForward)
+      return success();
+    for (Operation *op = scheduledForward->getNextNode();
+         op != scheduledBackward.getOperation(); op = op->getNextNode())
+      for (Value v : op->getOperands())
+        if (v.getDefiningOp() == scheduledForward.getOperation())
+          return op->emitOpError("reads the micro-batch loop's results "
+                                 "before its backward, which a pipeline "
+                                 "schedule runs interleaved with it");
+    return success();
+  }
+
+  /// Runs this rank's actions of the schedule: iteration `mb` of the
+  /// forward loop or of the backward loop, in the schedule's order.
+  LogicalResult emitScheduleDriver() {
+    auto csv = model->getAttrOfType<StringAttr>("dist.schedule");
+    std::string literal = "\"";
+    for (char c : csv.getValue())
+      literal += c == '\n' ? std::string("\\n") : std::string(1, c);
+    literal += "\"";
+    Value text = emitc::LiteralOp::create(
+        b, loc(),
+        emitc::PointerType::get(
+            emitc::OpaqueType::get(b.getContext(), "const char")),
+        literal);
+    call("loomrt_pipeline_schedule",
+         {ctx, i32(mesh.getAxisIndex("pp")), text});
+    Value n = call("loomrt_pipeline_length", {ctx}, {b.getI64Type()});
+    Value lb = arith::ConstantIndexOp::create(b, loc(), 0);
+    Value ub = arith::IndexCastOp::create(b, loc(), b.getIndexType(), n);
+    Value one = arith::ConstantIndexOp::create(b, loc(), 1);
+    auto loop = scf::ForOp::create(b, loc(), lb, ub, one);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value k = arith::IndexCastOp::create(b, loc(), b.getI64Type(),
+                                         loop.getInductionVar());
+    Value kind = call("loomrt_pipeline_kind", {ctx, k}, {b.getI32Type()});
+    Value mb = arith::IndexCastOp::create(
+        b, loc(), b.getIndexType(),
+        call("loomrt_pipeline_micro_batch", {ctx, k}, {b.getI64Type()}));
+    Value forward = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                          kind, i32(0));
+    auto branch = scf::IfOp::create(b, loc(), forward, /*withElseRegion=*/true);
+    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    if (failed(emitIteration(scheduledForward, mb)))
+      return failure();
+    b.setInsertionPointToStart(&branch.getElseRegion().front());
+    return emitIteration(scheduledBackward, mb);
+  }
+
   LogicalResult emitOps(Block &block, const DenseSet<Operation *> *only) {
     for (Operation &op : block) {
       if (op.hasTrait<OpTrait::IsTerminator>() ||
           (only && !only->contains(&op)))
         continue;
+      if (scheduledForward && &op == scheduledForward.getOperation()) {
+        if (failed(emitRepeatPrologue(scheduledForward)))
+          return failure();
+        continue;
+      }
+      if (scheduledBackward && &op == scheduledBackward.getOperation()) {
+        if (failed(emitRepeatPrologue(scheduledBackward)) ||
+            failed(emitScheduleDriver()))
+          return failure();
+        continue;
+      }
       if (auto on = op.getAttrOfType<DictionaryAttr>("dist.on")) {
         if (failed(emitGuarded(op, on)))
           return failure();
@@ -534,7 +627,7 @@ struct Emitter {
     }
     if (auto send = dyn_cast<dist::SendOp>(op)) {
       auto type = send.getInput().getType();
-      call("loomrt_comm_send",
+      call("loomrt_comm_post",
            {ctx, group(mesh.getGroupMask({send.getAxisAttr()})),
             bufferOf(send.getInput()), i64(type.getNumElements()),
             i32(dtypeOf(type.getElementType())), i32(send.getPeer())});
@@ -586,8 +679,13 @@ struct Emitter {
       if (!v.getDefiningOp() ||
           isa<ParamOp, StateOp, InputOp, IterationOp>(v.getDefiningOp()))
         buffers[v] = tensorHandles[t];
-    if (failed(emitOps(body, &ops)))
+    if (failed(findScheduledLoops(ops)) || failed(emitOps(body, &ops)))
       return failure();
+    // Posted sends complete before the step ends.
+    bool sends = false;
+    model.walk([&](dist::SendOp) { sends = true; });
+    if (sends)
+      call("loomrt_comm_drain", {ctx});
     OutputOp output = model.getOutput();
     copy(tensorHandles[layout.lossIndex], bufferOf(output.getLoss()),
          output.getLoss().getType());

@@ -21,10 +21,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 struct loomrt_ctx {
   const loomrt_program *program = nullptr;
+  /// Sends posted (loomrt_comm_post) and not yet drained: the event, the
+  /// runtime's copy and its size.
+  std::vector<std::tuple<loomrt_comm_event *, char *, int64_t>> posted;
+  /// This rank's pipeline actions: (0 forward or 1 backward, micro-batch).
+  std::vector<std::pair<int32_t, int64_t>> actions;
   /// One buffer per entry of the program's tensor table.
   std::vector<char *> tensors;
   /// The arena of the running function.

@@ -4,7 +4,8 @@ dropout on, AdamW with global-norm clipping) trained for 10 steps on dp = 2,
 dp = 4, tp = 2 and tp = 4 (Megatron's column- and row-parallel layers, from
 the `auto` preset), tp = 2 with sequence parallelism, dp = 2 x tp = 2, dp = 2 with one weight split over dp
 (its gradient reduce-scattered), dp = 2 with 4 micro-batches, and
-pipelines of 2 and 4 stages with 4 micro-batches (GPipe's order), and
+pipelines of 2 and 4 stages with 4 micro-batches (GPipe's order, 1F1B, and
+a user's CSV schedule), and
 pp = 2 x dp = 2 and pp = 2 x dp = 2 x tp = 2 (8 ranks) with 2 gives
 the single-rank run's losses (within 1e-5 + 1e-4 |loss|) and final
 parameters (relative norm error within 1e-4) on the same global batches.
@@ -215,6 +216,21 @@ for pp in (2, 4):
     check(f"pp={pp}: activations and gradients cross the stages once",
           sends == 2 * (pp - 1), f"{sends} sends")
     compare(f"pp={pp} M=4", run(f"pp{pp}", exe, pp), reference_m4)
+
+# 1F1B: the code generator runs the micro-batch loops' iterations in each
+# rank's order (with buffered sends); and a schedule a user wrote as CSV.
+for pp in (2, 4):
+    compare(f"pp={pp} M=4 1F1B",
+            run(f"pp{pp}-1f1b", build(f"pp{pp}-1f1b", ["--mesh", f"pp={pp}", "--micro-batches=4",
+                                                         "--schedule=1f1b"]), pp),
+            reference_m4)
+csv = os.path.join(work, "warm3.csv")
+with open(csv, "w") as f:
+    f.write("0F0,0F1,0F2,0B0,0F3,0B1,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n")
+compare("pp=2 M=4 user CSV",
+        run("pp2-csv", build("pp2-csv", ["--mesh", "pp=2", "--micro-batches=4",
+                                         f"--schedule={csv}"]), 2),
+        reference_m4)
 
 # Pipelines composed with data and tensor parallelism: 2 micro-batches of
 # 2 rows (each split over dp), the stages' layers Megatron-split over tp.

@@ -294,6 +294,22 @@ static int buildExecutable(StringRef cpp, StringRef out) {
   return 0;
 }
 
+/// The schedule --schedule names (built in, or read from CSV) for `pp`
+/// pipeline ranks.
+static llvm::Expected<loom::pipeline::Schedule>
+loadSchedule(int64_t pp, std::vector<std::string> &warnings) {
+  using namespace loom::pipeline;
+  if (StringRef(scheduleSpec).ends_with(".csv")) {
+    auto file = llvm::MemoryBuffer::getFile(scheduleSpec);
+    if (!file)
+      return llvm::createStringError("cannot read '" + scheduleSpec +
+                                     "': " + file.getError().message());
+    return parseScheduleCSV((*file)->getBuffer(), scheduleSpec);
+  }
+  return buildSchedule(scheduleSpec, pp, microBatches, virtualStages,
+                       warnings);
+}
+
 /// The pipeline of a mesh with a pp axis as --report plans it: the stages
 /// dist-pipeline-partition cuts from the forward model, the schedule
 /// (built in or read from CSV), and its simulation with the stages' costs
@@ -302,17 +318,7 @@ static int reportPipeline(ModuleOp module, int64_t pp, double &worstBubble,
                           llvm::json::Object &json) {
   using namespace loom::pipeline;
   std::vector<std::string> warnings;
-  llvm::Expected<Schedule> schedule = [&]() -> llvm::Expected<Schedule> {
-    if (StringRef(scheduleSpec).ends_with(".csv")) {
-      auto file = llvm::MemoryBuffer::getFile(scheduleSpec);
-      if (!file)
-        return llvm::createStringError("cannot read '" + scheduleSpec +
-                                       "': " + file.getError().message());
-      return parseScheduleCSV((*file)->getBuffer(), scheduleSpec);
-    }
-    return buildSchedule(scheduleSpec, pp, microBatches, virtualStages,
-                         warnings);
-  }();
+  llvm::Expected<Schedule> schedule = loadSchedule(pp, warnings);
   if (!schedule)
     return fail("--schedule=" + scheduleSpec + ": " +
                 llvm::toString(schedule.takeError()));
@@ -458,11 +464,12 @@ int main(int argc, char **argv) {
       if (axis != "dp" && axis != "tp" && axis != "pp" && size > 1)
         return fail("--mesh " + meshSpec + ": mesh axis '" + axis +
                     "' is none of dp, tp and pp");
-    if (pp > 1 && (scheduleSpec != "gpipe" || virtualStages != 1))
+    if (pp > 1 && (scheduleSpec == "interleaved" || scheduleSpec == "zb" ||
+                   virtualStages != 1))
       return fail("--schedule=" + scheduleSpec +
-                  ": executables run the GPipe order (all micro-batches' "
-                  "forwards, then their backwards) so far; --report "
-                  "simulates the other schedules");
+                  ": executables run one stage per rank with whole "
+                  "backwards (gpipe, 1f1b, or such a CSV) so far; --report "
+                  "simulates interleaving and ZB-H1");
     if (config.precision == loom::codegen::Precision::Bf16)
       return fail("--precision=bf16: mixed-precision code is not generated "
                   "yet; --report plans it");
@@ -590,6 +597,30 @@ int main(int argc, char **argv) {
                 "loom-opt --help for the pass names)");
   if (emit == Emit::MLIR)
     return failed(writeFile(outputFile, step)) ? 1 : 0;
+  // A pipeline schedule other than GPipe's order: the code generator runs
+  // the micro-batch loops' iterations in each rank's order.
+  if (pp > 1 && scheduleSpec != "gpipe") {
+    std::vector<std::string> warnings;
+    llvm::Expected<loom::pipeline::Schedule> schedule =
+        loadSchedule(pp, warnings);
+    if (!schedule)
+      return fail("--schedule=" + scheduleSpec + ": " +
+                  llvm::toString(schedule.takeError()));
+    if (schedule->ranks != pp || schedule->microBatches != microBatches ||
+        schedule->splitsBackward() || schedule->virtualStages != 1)
+      return fail("--schedule=" + scheduleSpec + ": an executable's schedule "
+                  "needs one stage per rank, whole backwards, the mesh's pp "
+                  "ranks and --micro-batches");
+    llvm::Expected<loom::pipeline::Simulation> sim = loom::pipeline::simulate(
+        *schedule, loom::pipeline::Costs::uniform(*schedule));
+    if (!sim)
+      return fail("--schedule=" + scheduleSpec + ": " +
+                  llvm::toString(sim.takeError()));
+    for (auto model : module->getOps<loom::train::ModelOp>())
+      model->setAttr("dist.schedule",
+                     StringAttr::get(&context,
+                                     loom::pipeline::printScheduleCSV(*schedule)));
+  }
   if (failed(dumpPhase("2-rank-program.mlir", print(*module))))
     return 1;
 

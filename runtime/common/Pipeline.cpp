@@ -1,0 +1,76 @@
+//===- Pipeline.cpp - buffered sends and the rank's pipeline actions ------===//
+//
+// A pipeline stage's send must not wait for its receiver: under 1F1B a
+// rank sends an activation forward while its successor sends a gradient
+// back. loomrt_comm_post copies the tensor into runtime memory and sends
+// it in the background; loomrt_comm_drain, at the end of a step, waits for
+// every posted send and frees the copies. The program's schedule (the CSV
+// of loomc --schedule, one row of actions per pipeline rank) tells each
+// rank which micro-batch's forward or backward to run next.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <sstream>
+
+using namespace loomrt;
+
+extern "C" {
+
+void loomrt_comm_post(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
+                      int64_t count, int32_t dtype, int32_t peer) {
+  int64_t bytes = count * elementBytes(dtype);
+  char *copy = allocate(ctx, bytes);
+  auto *buf = reinterpret_cast<loomrt_buf *>(copy);
+  loomrt_copy(ctx, buf, data, bytes);
+  ctx->posted.push_back(
+      {loomrt_comm_send_async(ctx, group, buf, count, dtype, peer), copy,
+       bytes});
+}
+
+void loomrt_comm_drain(loomrt_ctx *ctx) {
+  for (auto &[event, copy, bytes] : ctx->posted) {
+    loomrt_comm_wait(ctx, event);
+    release(ctx, copy, bytes);
+  }
+  ctx->posted.clear();
+}
+
+void loomrt_pipeline_schedule(loomrt_ctx *ctx, int32_t axis, const char *csv) {
+  int64_t coordinate = loomrt_mesh_coord(ctx, axis);
+  std::istringstream rows(csv);
+  std::string row;
+  for (int64_t r = 0; std::getline(rows, row); ++r) {
+    if (r != coordinate)
+      continue;
+    ctx->actions.clear();
+    std::istringstream cells(row);
+    std::string cell;
+    while (std::getline(cells, cell, ',')) {
+      size_t at = cell.find_first_of("FB");
+      if (at == std::string::npos || at + 1 >= cell.size())
+        fail("loomrt_pipeline_schedule: '" + cell +
+             "' is not a forward or backward action");
+      ctx->actions.push_back(
+          {cell[at] == 'F' ? 0 : 1, std::stoll(cell.substr(at + 1))});
+    }
+    return;
+  }
+  fail("loomrt_pipeline_schedule: the schedule has no row for pipeline rank " +
+       std::to_string(coordinate));
+}
+
+int64_t loomrt_pipeline_length(loomrt_ctx *ctx) {
+  return int64_t(ctx->actions.size());
+}
+
+int32_t loomrt_pipeline_kind(loomrt_ctx *ctx, int64_t k) {
+  return ctx->actions.at(size_t(k)).first;
+}
+
+int64_t loomrt_pipeline_micro_batch(loomrt_ctx *ctx, int64_t k) {
+  return ctx->actions.at(size_t(k)).second;
+}
+
+} // extern "C"
