@@ -3,6 +3,7 @@
 #include "codegen/Layout.h"
 #include "codegen/MemoryPlan.h"
 #include "codegen/Passes.h"
+#include "dialects/train/Adjoint.h"
 #include "dialects/dist/DistDialect.h"
 
 #include "mlir/Conversion/ArithToEmitC/ArithToEmitCPass.h"
@@ -490,17 +491,12 @@ struct Emitter {
     scheduledForward = scheduledBackward = RepeatOp();
     if (!model->hasAttr("dist.schedule"))
       return success();
-    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>()) {
-      if (!forward.getSavesCarries() || forward.getReverse() ||
-          !ops.contains(forward))
-        continue;
-      for (Operation *user : forward.getStackedResults().back().getUsers())
-        if (auto r = dyn_cast<RepeatOp>(user);
-            r && r.getReverse() && ops.contains(r)) {
-          scheduledForward = forward;
-          scheduledBackward = r;
-        }
-    }
+    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+      if (RepeatOp backward = backwardOf(forward);
+          backward && ops.contains(forward) && ops.contains(backward)) {
+        scheduledForward = forward;
+        scheduledBackward = backward;
+      }
     if (!scheduledForward)
       return success();
     for (Operation *op = scheduledForward->getNextNode();

@@ -15,6 +15,8 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/train/Adjoint.h"
+
 #include "dialects/dist/DistDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
@@ -612,18 +614,9 @@ struct Transfers {
   /// reads its saved carries.
   void saveMicroBatchTransfers() {
     SmallVector<std::pair<RepeatOp, RepeatOp>> loops;
-    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>()) {
-      if (!forward.getSavesCarries() || forward.getReverse() ||
-          stageOf(forward) || forward.getCarries().empty())
-        continue;
-      Value saved = forward.getStackedResults().back();
-      for (Operation *user : saved.getUsers())
-        if (auto r = dyn_cast<RepeatOp>(user);
-            r && r.getReverse() && r->getBlock() == forward->getBlock()) {
-          loops.push_back({forward, r});
-          break;
-        }
-    }
+    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+      if (RepeatOp backward = backwardOf(forward); backward && !stageOf(forward))
+        loops.push_back({forward, backward});
     for (auto [forward, backward] : loops)
       saveForwardTransfers(forward, backward);
   }

@@ -328,3 +328,14 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
         bwd.getCarryResults()[numCarries + k];
   return success();
 }
+
+RepeatOp loom::train::backwardOf(RepeatOp forward) {
+  if (!forward.getSavesCarries() || forward.getReverse() ||
+      forward.getCarries().empty())
+    return {};
+  for (Operation *user : forward.getStackedResults().back().getUsers())
+    if (auto r = dyn_cast<RepeatOp>(user);
+        r && r.getReverse() && r->getBlock() == forward->getBlock())
+      return r;
+  return {};
+}

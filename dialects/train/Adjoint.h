@@ -43,6 +43,12 @@ mlir::Value accumulate(mlir::OpBuilder &b, mlir::Location loc, mlir::Value a,
 /// A constant zero tensor of `type`.
 mlir::Value zerosLike(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type);
 
+class RepeatOp;
+
+/// The backward of a forward repeat that saves its carries: the reverse
+/// repeat in the same block that reads its saved carries (null if none).
+RepeatOp backwardOf(RepeatOp forward);
+
 } // namespace loom::train
 
 #endif // LOOM_DIALECTS_TRAIN_ADJOINT_H
