@@ -11,6 +11,7 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToEmitC/SCFToEmitC.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <map>
@@ -419,29 +420,62 @@ struct Emitter {
 
     YieldOp yield = repeat.getYield();
     call("loomrt_trace_iteration", {ctx, repeatId, traceIndex, i32(0)});
+    // Under a schedule's action, what one stage made is kept only from
+    // that stage's action (the others hold zeros for it).
     for (auto [slice, result] :
          llvm::zip(yield.getStacked(), repeat.getStackedResults()))
-      copy(view(bufferOf(result), index,
-                tensorBytes(result.getType()) / count),
-           bufferOf(slice), slice.getType());
+      emitWhen(actionStageMatches(slice.getDefiningOp()), [&] {
+        copy(view(bufferOf(result), index,
+                  tensorBytes(result.getType()) / count),
+             bufferOf(slice), slice.getType());
+      });
     for (auto [i, next] : llvm::enumerate(yield.getCarries())) {
       auto arg = dyn_cast<BlockArgument>(next);
       if (arg && arg.getOwner() == &body && arg.getArgNumber() != 1 + i)
         return yield.emitOpError("yields another iteration argument as carry ")
                << i << ", which the code generator does not support";
-      copy(bufferOf(repeat.getCarryResults()[i]), bufferOf(next),
-           next.getType());
+      emitWhen(actionStageMatches(next.getDefiningOp()), [&] {
+        copy(bufferOf(repeat.getCarryResults()[i]), bufferOf(next),
+             next.getType());
+      });
     }
     return success();
+  }
+
+  /// The stage of the schedule's action being emitted (an i64), or null
+  /// outside the schedule's driver.
+  Value actionStage;
+
+  /// Within a schedule's action, whether the action's stage is `op`'s
+  /// (`dist.stage`); null outside the driver or for an op of no stage.
+  Value actionStageMatches(Operation *op) {
+    auto stage = op ? op->getAttrOfType<IntegerAttr>("dist.stage")
+                    : IntegerAttr();
+    if (!actionStage || !stage)
+      return Value();
+    return arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                 actionStage, i64(stage.getInt()));
+  }
+
+  /// Emits what `emit` emits under `when` (unguarded when null).
+  void emitWhen(Value when, llvm::function_ref<void()> emit) {
+    if (!when)
+      return emit();
+    auto guard = scf::IfOp::create(b, loc(), when, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard ig(b);
+    b.setInsertionPointToStart(&guard.getThenRegion().front());
+    emit();
   }
 
   /// Emits `op` under its `dist.on` guard: the ranks whose coordinates
   /// match run it, the others fill its results with zeros (a pipeline
   /// stage's values are zero off its rank, which makes sums over the
-  /// pipeline whole).
+  /// pipeline whole). Within a schedule's action the guard is the
+  /// action's stage instead: a rank's other stages' ops are zero too, so
+  /// each action adds its own stage's part to the loops' sums.
   LogicalResult emitGuarded(Operation &op, DictionaryAttr on) {
-    Value cond;
-    for (NamedAttribute entry : on) {
+    Value cond = actionStageMatches(&op);
+    for (NamedAttribute entry : cond ? ArrayRef<NamedAttribute>() : on.getValue()) {
       int64_t axis = mesh.getAxisIndex(entry.getName());
       auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
       if (axis < 0 || !coordinate)
@@ -534,6 +568,8 @@ struct Emitter {
     Value k = arith::IndexCastOp::create(b, loc(), b.getI64Type(),
                                          loop.getInductionVar());
     Value kind = call("loomrt_pipeline_kind", {ctx, k}, {b.getI32Type()});
+    actionStage = call("loomrt_pipeline_stage", {ctx, k}, {b.getI64Type()});
+    llvm::scope_exit done([&] { actionStage = Value(); });
     Value mb = arith::IndexCastOp::create(
         b, loc(), b.getIndexType(),
         call("loomrt_pipeline_micro_batch", {ctx, k}, {b.getI64Type()}));

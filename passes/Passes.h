@@ -42,6 +42,10 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
       *this, "sequence-parallel",
       llvm::cl::desc("Megatron sequence parallelism on the tp axis"),
       llvm::cl::init(false)};
+  Option<int64_t> virtualStages{
+      *this, "virtual-stages",
+      llvm::cl::desc("Pipeline stages per pp rank (interleaved schedules)"),
+      llvm::cl::init(1)};
   Option<bool> optimizer{*this, "optimizer",
                          llvm::cl::desc("Add the optimizer step after the "
                                         "backward pass"),

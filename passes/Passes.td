@@ -406,11 +406,18 @@ def DistPipelineTransfers : Pass<"dist-pipeline-transfers", "::mlir::ModuleOp"> 
     `dist.send` on the producer's rank and `dist.recv` on its own, placed
     right after the value is made, so every rank meets the pair at the same
     point of the program; an op reading a value several stages hold parts
-    of is an error. Then `dist.stage` becomes `dist.on`, the ranks that run
-    the op.
+    of is an error, and so is a value read by another stage on the same
+    rank (interleaved stages run in different actions of the schedule).
+    Each staged op gets `dist.on`, the ranks that run it (stage modulo the
+    pp size), and keeps `dist.stage`; a send carries its producer's stage,
+    a receive its reader's.
 
-    The micro-batch loop of `train-grad-accumulation` is the schedule: the
-    forwards of all micro-batches, then their backwards (GPipe's order).
+    In program order the micro-batch loop of `train-grad-accumulation` runs
+    the forwards of all micro-batches, then their backwards (GPipe's
+    order). Under a schedule (`dist.schedule`, which loomc records) the code
+    generator runs each action's stage and micro-batch instead: iteration
+    `mb` of the forward or backward loop, with the ops of `dist.stage` equal
+    to the action's stage, the others' results zero.
   }];
   let dependentDialects = ["::loom::dist::DistDialect"];
 }

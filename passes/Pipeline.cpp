@@ -34,6 +34,7 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     DistPipelinePartitionOptions partition;
     partition.mesh = stagesMesh;
     partition.microBatches = options.microBatches;
+    partition.virtualStages = options.virtualStages;
     add(createDistPipelinePartition(partition));
     add(createDistPipelineSplit());
   }

@@ -404,6 +404,8 @@ namespace {
 constexpr StringLiteral kStage = "dist.stage";
 
 struct Transfers {
+  Transfers(ModelOp model, int64_t ranks) : model(model), ranks(ranks) {}
+
   ModelOp model;
   int64_t ranks;
   /// The stages whose ranks hold a value's real contribution: one for an
@@ -462,8 +464,10 @@ struct Transfers {
     };
     auto send = dist::SendOp::create(b, loc, v, "pp", to % ranks);
     send->setAttr("dist.on", on(from));
+    send->setAttr(kStage, b.getI64IntegerAttr(from));
     auto recv = dist::RecvOp::create(b, loc, v.getType(), "pp", from % ranks);
     recv->setAttr("dist.on", on(to));
+    recv->setAttr(kStage, b.getI64IntegerAttr(to));
     return received[key] = recv.getResult();
   }
 
@@ -636,15 +640,24 @@ struct Transfers {
                  << llvm::make_range(from.begin(), from.end())
                  << " each hold part of, which pipelines do not combine "
                     "yet";
-        if (from[0] % ranks == stage % ranks)
+        if (from[0] % ranks == stage % ranks) {
+          // Interleaved stages on one rank run in different actions of
+          // the schedule, which keep nothing for each other.
+          if (from[0] != stage)
+            return op->emitOpError("runs on pipeline stage ")
+                   << stage << " and reads a value of stage " << from[0]
+                   << ", which runs on the same rank; interleaved stages "
+                      "exchange values only with other ranks' stages";
           continue;
+        }
         use.set(transfer(use.get(), from[0], stage));
       }
     }
+    // The stage decides the rank (`dist.on`, which the verifier and the
+    // code generator read); `dist.stage` stays for the schedule's actions.
     Builder b(model.getContext());
     for (Operation *op : staged) {
       int64_t stage = *stageOf(op);
-      op->removeAttr(kStage);
       op->setAttr("dist.on", b.getDictionaryAttr(b.getNamedAttr(
                                  "pp", b.getI64IntegerAttr(stage % ranks))));
     }
@@ -671,7 +684,7 @@ struct DistPipelineReducePass
                           "train-optimizer) for dist-pipeline-reduce");
         return signalPassFailure();
       }
-      Transfers t{model, ranks, {}, {}};
+      Transfers t(model, ranks);
       t.reduce();
     }
   }
@@ -684,7 +697,7 @@ struct DistPipelineTransfersPass
       int64_t ranks = pipelineOf(model);
       if (!ranks)
         continue;
-      Transfers t{model, ranks, {}, {}};
+      Transfers t(model, ranks);
       if (failed(t.transferAll()))
         return signalPassFailure();
     }

@@ -6,7 +6,7 @@
 // it in the background; loomrt_comm_drain, at the end of a step, waits for
 // every posted send and frees the copies. The program's schedule (the CSV
 // of loomc --schedule, one row of actions per pipeline rank) tells each
-// rank which micro-batch's forward or backward to run next.
+// rank which stage's forward or backward of which micro-batch to run next.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,12 +48,13 @@ void loomrt_pipeline_schedule(loomrt_ctx *ctx, int32_t axis, const char *csv) {
     std::istringstream cells(row);
     std::string cell;
     while (std::getline(cells, cell, ',')) {
-      size_t at = cell.find_first_of("FB");
-      if (at == std::string::npos || at + 1 >= cell.size())
+      size_t at = cell.find_first_of("FBIW");
+      if (at == 0 || at == std::string::npos || at + 1 >= cell.size())
         fail("loomrt_pipeline_schedule: '" + cell +
-             "' is not a forward or backward action");
-      ctx->actions.push_back(
-          {cell[at] == 'F' ? 0 : 1, std::stoll(cell.substr(at + 1))});
+             "' is not an action (stage, F, B, I or W, micro-batch)");
+      int32_t kind = std::string("FBIW").find(cell[at]);
+      ctx->actions.push_back({kind, std::stoll(cell.substr(0, at)),
+                              std::stoll(cell.substr(at + 1))});
     }
     return;
   }
@@ -66,11 +67,15 @@ int64_t loomrt_pipeline_length(loomrt_ctx *ctx) {
 }
 
 int32_t loomrt_pipeline_kind(loomrt_ctx *ctx, int64_t k) {
-  return ctx->actions.at(size_t(k)).first;
+  return ctx->actions.at(size_t(k)).kind;
+}
+
+int64_t loomrt_pipeline_stage(loomrt_ctx *ctx, int64_t k) {
+  return ctx->actions.at(size_t(k)).stage;
 }
 
 int64_t loomrt_pipeline_micro_batch(loomrt_ctx *ctx, int64_t k) {
-  return ctx->actions.at(size_t(k)).second;
+  return ctx->actions.at(size_t(k)).microBatch;
 }
 
 } // extern "C"

@@ -24,17 +24,17 @@
 // SPLIT:        train.dropout %{{.*}} stream(%[[L]])
 // SPLIT:      train.cross_entropy {{.*}}{dist.stage = 1 : i64}
 
-// STEP:      %[[FWD0:.*]], %{{.*}} = train.repeat 3 saving_carries {{.*}}attributes {dist.on = {pp = 0 : i64}}
-// STEP:      dist.send %[[FWD0]] to "pp" = 1 {dist.on = {pp = 0 : i64}}
-// STEP-NEXT: %[[IN1:.*]] = dist.recv from "pp" = 0 {dist.on = {pp = 1 : i64}}
+// STEP:      %[[FWD0:.*]], %{{.*}} = train.repeat 3 saving_carries {{.*}}attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
+// STEP:      dist.send %[[FWD0]] to "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
+// STEP-NEXT: %[[IN1:.*]] = dist.recv from "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
 // STEP:      train.repeat 1 saving_carries carry(%[[IN1]] : tensor<2x4xf32>)
-// STEP:      train.cross_entropy_grad {{.*}}{dist.on = {pp = 1 : i64}}
-// STEP:      %[[HEAD:.*]] = train.matmul %{{.*}} transpose_lhs {dist.on = {pp = 1 : i64}}
-// STEP:      %[[BWD1:.*]], %{{.*}} = train.repeat 1 reverse {{.*}}attributes {dist.on = {pp = 1 : i64}}
-// STEP:      dist.send %[[BWD1]] to "pp" = 0 {dist.on = {pp = 1 : i64}}
-// STEP-NEXT: %[[G0:.*]] = dist.recv from "pp" = 1 {dist.on = {pp = 0 : i64}}
-// STEP:      train.repeat 3 reverse carry(%[[G0]] : tensor<2x4xf32>) {{.*}}attributes {dist.on = {pp = 0 : i64}}
-// STEP:      %[[EMB:.*]] = train.embedding_grad {{.*}}{dist.on = {pp = 0 : i64}}
+// STEP:      train.cross_entropy_grad {{.*}}{dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
+// STEP:      %[[HEAD:.*]] = train.matmul %{{.*}} transpose_lhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
+// STEP:      %[[BWD1:.*]], %{{.*}} = train.repeat 1 reverse {{.*}}attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
+// STEP:      dist.send %[[BWD1]] to "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
+// STEP-NEXT: %[[G0:.*]] = dist.recv from "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
+// STEP:      train.repeat 3 reverse carry(%[[G0]] : tensor<2x4xf32>) {{.*}}attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
+// STEP:      %[[EMB:.*]] = train.embedding_grad {{.*}}{dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
 // STEP-NEXT: %[[TIED:.*]] = train.add %[[HEAD]], %[[EMB]] :
 // STEP-NEXT: %[[LOSS:.*]] = dist.all_reduce %{{.*}} over ["pp"] : tensor<f32>
 // STEP-NEXT: %[[GEMB:.*]] = dist.all_reduce %[[TIED]] over ["pp"] : tensor<8x4xf32>

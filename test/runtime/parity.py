@@ -4,9 +4,10 @@ dropout on, AdamW with global-norm clipping) trained for 10 steps on dp = 2,
 dp = 4, tp = 2 and tp = 4 (Megatron's column- and row-parallel layers, from
 the `auto` preset), tp = 2 with sequence parallelism, dp = 2 x tp = 2, dp = 2 with one weight split over dp
 (its gradient reduce-scattered), dp = 2 with 4 micro-batches, and
-pipelines of 2 and 4 stages with 4 micro-batches (GPipe's order, 1F1B, and
-a user's CSV schedule), and
-pp = 2 x dp = 2 and pp = 2 x dp = 2 x tp = 2 (8 ranks) with 2 gives
+pipelines of 2 and 4 ranks with 4 micro-batches (GPipe's order, 1F1B,
+interleaved 1F1B with 2 virtual stages per rank, and a user's CSV
+schedule), and pp = 2 x dp = 2 (interleaved) and pp = 2 x dp = 2 x tp = 2
+(8 ranks) with 2 gives
 the single-rank run's losses (within 1e-5 + 1e-4 |loss|) and final
 parameters (relative norm error within 1e-4) on the same global batches.
 Under a PMPI wrapper, the bytes each rank sends equal the runtime's counters
@@ -224,6 +225,24 @@ for pp in (2, 4):
             run(f"pp{pp}-1f1b", build(f"pp{pp}-1f1b", ["--mesh", f"pp={pp}", "--micro-batches=4",
                                                          "--schedule=1f1b"]), pp),
             reference_m4)
+# Interleaved 1F1B: 2 virtual stages per rank (stage s on rank s mod pp),
+# the code generator running each action's stage only.
+for pp in (2, 4):
+    phases = os.path.join(work, f"pp{pp}-interleaved-phases")
+    exe = build(f"pp{pp}-interleaved",
+                ["--mesh", f"pp={pp}", "--micro-batches=4", "--schedule=interleaved",
+                 "--virtual-stages=2", "--dump-phases", phases])
+    with open(os.path.join(phases, "1-training-step.mlir")) as f:
+        tied = re.search(r'train.param "wte" .*dist.stages = array<i64: ([0-9, ]+)>', f.read())
+    check(f"pp={pp} interleaved: the tied embedding is on stages 0 and {2 * pp - 1}",
+          tied and [int(v) for v in tied.group(1).split(",")] == [0, 2 * pp - 1],
+          tied.group(1) if tied else "no stages recorded")
+    with open(os.path.join(phases, "2-rank-program.mlir")) as f:
+        sends = f.read().count("dist.send")
+    check(f"pp={pp} interleaved: activations and gradients cross the {2 * pp} stages once",
+          sends == 2 * (2 * pp - 1), f"{sends} sends")
+    compare(f"pp={pp} M=4 interleaved (2 virtual stages)",
+            run(f"pp{pp}-interleaved", exe, pp), reference_m4)
 csv = os.path.join(work, "warm3.csv")
 with open(csv, "w") as f:
     f.write("0F0,0F1,0F2,0B0,0F3,0B1,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n")
@@ -235,8 +254,9 @@ compare("pp=2 M=4 user CSV",
 # Pipelines composed with data and tensor parallelism: 2 micro-batches of
 # 2 rows (each split over dp), the stages' layers Megatron-split over tp.
 reference_m2 = run("ref-m2", build("ref-m2", ["--micro-batches=2"]), 1)
-compare("pp=2 x dp=2 M=2",
-        run("pp2dp2", build("pp2dp2", ["--mesh", "pp=2,dp=2", "--micro-batches=2"]), 4),
+compare("pp=2 x dp=2 M=2 interleaved",
+        run("pp2dp2", build("pp2dp2", ["--mesh", "pp=2,dp=2", "--micro-batches=2",
+                                       "--schedule=interleaved", "--virtual-stages=2"]), 4),
         reference_m2)
 phases = os.path.join(work, "pp2dp2tp2-phases")
 exe = build("pp2dp2tp2", ["--mesh", "pp=2,dp=2,tp=2", "--micro-batches=2",

@@ -310,30 +310,36 @@ loadSchedule(int64_t pp, std::vector<std::string> &warnings) {
                        warnings);
 }
 
+/// The schedule of a mesh with `pp` pipeline ranks, checked against the
+/// mesh and --micro-batches (its warnings printed).
+static llvm::Expected<loom::pipeline::Schedule> pipelineSchedule(int64_t pp) {
+  std::vector<std::string> warnings;
+  llvm::Expected<loom::pipeline::Schedule> schedule =
+      loadSchedule(pp, warnings);
+  if (!schedule)
+    return schedule.takeError();
+  for (const std::string &w : warnings)
+    llvm::errs() << "loomc: warning: " << w << "\n";
+  if (schedule->ranks != pp)
+    return llvm::createStringError(
+        llvm::formatv("it lists {0} pipeline ranks; the mesh's pp axis has "
+                      "{1}",
+                      schedule->ranks, pp));
+  if (schedule->microBatches != microBatches)
+    return llvm::createStringError(
+        llvm::formatv("it runs {0} micro-batches; --micro-batches is {1}",
+                      schedule->microBatches, int64_t(microBatches)));
+  return schedule;
+}
+
 /// The pipeline of a mesh with a pp axis as --report plans it: the stages
 /// dist-pipeline-partition cuts from the forward model, the schedule
 /// (built in or read from CSV), and its simulation with the stages' costs
 /// (a backward's input and weight parts each cost the stage's forward).
-static int reportPipeline(ModuleOp module, int64_t pp, double &worstBubble,
-                          llvm::json::Object &json) {
+static int reportPipeline(ModuleOp module, int64_t pp,
+                          const loom::pipeline::Schedule *schedule,
+                          double &worstBubble, llvm::json::Object &json) {
   using namespace loom::pipeline;
-  std::vector<std::string> warnings;
-  llvm::Expected<Schedule> schedule = loadSchedule(pp, warnings);
-  if (!schedule)
-    return fail("--schedule=" + scheduleSpec + ": " +
-                llvm::toString(schedule.takeError()));
-  for (const std::string &w : warnings)
-    llvm::errs() << "loomc: warning: " << w << "\n";
-  if (schedule->ranks != pp)
-    return fail(llvm::formatv("--schedule={0} lists {1} pipeline ranks; the "
-                              "mesh's pp axis has {2}",
-                              scheduleSpec, schedule->ranks, pp));
-  if (schedule->microBatches != microBatches)
-    return fail(llvm::formatv("--schedule={0} runs {1} micro-batches; "
-                              "--micro-batches is {2}",
-                              scheduleSpec, schedule->microBatches,
-                              int64_t(microBatches)));
-
   OwningOpRef<ModuleOp> forward = module.clone();
   PassManager pm(module.getContext());
   pm.addPass(loom::createDistPipelinePartition(
@@ -459,17 +465,20 @@ int main(int argc, char **argv) {
   for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
     if (axis == "pp")
       pp = size;
+  // A pipeline's schedule, checked before anything is compiled.
+  std::optional<loom::pipeline::Schedule> schedule;
+  if (pp > 1) {
+    llvm::Expected<loom::pipeline::Schedule> s = pipelineSchedule(pp);
+    if (!s)
+      return fail("--schedule=" + scheduleSpec + ": " +
+                  llvm::toString(s.takeError()));
+    schedule = std::move(*s);
+  }
   if (!reportOnly && emit != Emit::MLIR) {
     for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
       if (axis != "dp" && axis != "tp" && axis != "pp" && size > 1)
         return fail("--mesh " + meshSpec + ": mesh axis '" + axis +
                     "' is none of dp, tp and pp");
-    if (pp > 1 && (scheduleSpec == "interleaved" || scheduleSpec == "zb" ||
-                   virtualStages != 1))
-      return fail("--schedule=" + scheduleSpec +
-                  ": executables run one stage per rank with whole "
-                  "backwards (gpipe, 1f1b, or such a CSV) so far; --report "
-                  "simulates interleaving and ZB-H1");
     if (config.precision == loom::codegen::Precision::Bf16)
       return fail("--precision=bf16: mixed-precision code is not generated "
                   "yet; --report plans it");
@@ -506,7 +515,7 @@ int main(int argc, char **argv) {
   llvm::json::Object pipelineJSON;
   if (pp > 1 && (report || !reportJson.empty())) {
     double worst = 0;
-    if (int rc = reportPipeline(*module, pp, worst, pipelineJSON))
+    if (int rc = reportPipeline(*module, pp, &*schedule, worst, pipelineJSON))
       return rc;
     pipelineBubble = worst;
   }
@@ -528,6 +537,7 @@ int main(int argc, char **argv) {
   loom::LoomOptions options;
   options.microBatches = microBatches;
   options.pipelineMesh = meshSpec;
+  options.virtualStages = schedule ? schedule->virtualStages : 1;
   options.afterPass = afterPass;
   loom::buildLoomPipeline(pm, options);
   if (!insertError.empty())
@@ -597,20 +607,13 @@ int main(int argc, char **argv) {
                 "loom-opt --help for the pass names)");
   if (emit == Emit::MLIR)
     return failed(writeFile(outputFile, step)) ? 1 : 0;
-  // A pipeline schedule other than GPipe's order: the code generator runs
-  // the micro-batch loops' iterations in each rank's order.
-  if (pp > 1 && scheduleSpec != "gpipe") {
-    std::vector<std::string> warnings;
-    llvm::Expected<loom::pipeline::Schedule> schedule =
-        loadSchedule(pp, warnings);
-    if (!schedule)
-      return fail("--schedule=" + scheduleSpec + ": " +
-                  llvm::toString(schedule.takeError()));
-    if (schedule->ranks != pp || schedule->microBatches != microBatches ||
-        schedule->splitsBackward() || schedule->virtualStages != 1)
-      return fail("--schedule=" + scheduleSpec + ": an executable's schedule "
-                  "needs one stage per rank, whole backwards, the mesh's pp "
-                  "ranks and --micro-batches");
+  // A pipeline schedule other than GPipe's order, or with more than one
+  // stage per rank: the code generator runs the micro-batch loops'
+  // iterations in each rank's order of actions.
+  if (schedule && (scheduleSpec != "gpipe" || schedule->virtualStages > 1)) {
+    if (schedule->splitsBackward())
+      return fail("--schedule=" + scheduleSpec + ": executables run whole "
+                  "backwards so far; --report simulates ZB-H1");
     llvm::Expected<loom::pipeline::Simulation> sim = loom::pipeline::simulate(
         *schedule, loom::pipeline::Costs::uniform(*schedule));
     if (!sim)
