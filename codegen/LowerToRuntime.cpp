@@ -518,11 +518,11 @@ struct Emitter {
 
   /// The pipeline's micro-batch loops, run in the schedule's order: the
   /// forward loop (saving its carries) and the reverse loop of its backward.
-  RepeatOp scheduledForward, scheduledBackward;
+  RepeatOp scheduledForward, scheduledBackward, scheduledWeight;
 
   /// Finds the loops a `dist.schedule` orders in the step's `ops`.
   LogicalResult findScheduledLoops(const DenseSet<Operation *> &ops) {
-    scheduledForward = scheduledBackward = RepeatOp();
+    scheduledForward = scheduledBackward = scheduledWeight = RepeatOp();
     if (!model->hasAttr("dist.schedule"))
       return success();
     for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
@@ -530,9 +530,13 @@ struct Emitter {
           backward && ops.contains(forward) && ops.contains(backward)) {
         scheduledForward = forward;
         scheduledBackward = backward;
+        scheduledWeight = weightPartOf(backward);
       }
     if (!scheduledForward)
       return success();
+    if (scheduledWeight && !ops.contains(scheduledWeight))
+      return scheduledWeight.emitOpError("is the weight part of a scheduled "
+                                         "backward but not in the step");
     for (Operation *op = scheduledForward->getNextNode();
          op != scheduledBackward.getOperation(); op = op->getNextNode())
       for (Value v : op->getOperands())
@@ -543,8 +547,10 @@ struct Emitter {
     return success();
   }
 
-  /// Runs this rank's actions of the schedule: iteration `mb` of the
-  /// forward loop or of the backward loop, in the schedule's order.
+  /// Runs this rank's actions of the schedule, in the schedule's order:
+  /// iteration `mb` of the forward loop (F), of the backward loop (B: both
+  /// parts where it is split), or of its input part (I) or weight part
+  /// (W).
   LogicalResult emitScheduleDriver() {
     auto csv = model->getAttrOfType<StringAttr>("dist.schedule");
     std::string literal = "\"";
@@ -573,14 +579,26 @@ struct Emitter {
     Value mb = arith::IndexCastOp::create(
         b, loc(), b.getIndexType(),
         call("loomrt_pipeline_micro_batch", {ctx, k}, {b.getI64Type()}));
-    Value forward = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
-                                          kind, i32(0));
-    auto branch = scf::IfOp::create(b, loc(), forward, /*withElseRegion=*/true);
+    auto is = [&](int32_t k) {
+      return arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, kind,
+                                   i32(k));
+    };
+    auto branch = scf::IfOp::create(b, loc(), is(0), /*withElseRegion=*/true);
     b.setInsertionPointToStart(&branch.getThenRegion().front());
     if (failed(emitIteration(scheduledForward, mb)))
       return failure();
     b.setInsertionPointToStart(&branch.getElseRegion().front());
-    return emitIteration(scheduledBackward, mb);
+    if (!scheduledWeight)
+      return emitIteration(scheduledBackward, mb);
+    // Kinds 1 (B) and 2 (I) run the input part; 1 and 3 (W) the weight's.
+    Value input = arith::OrIOp::create(b, loc(), is(1), is(2));
+    Value weight = arith::OrIOp::create(b, loc(), is(1), is(3));
+    LogicalResult result = success();
+    emitWhen(input, [&] { result = emitIteration(scheduledBackward, mb); });
+    if (failed(result))
+      return failure();
+    emitWhen(weight, [&] { result = emitIteration(scheduledWeight, mb); });
+    return result;
   }
 
   LogicalResult emitOps(Block &block, const DenseSet<Operation *> *only) {
@@ -595,10 +613,14 @@ struct Emitter {
       }
       if (scheduledBackward && &op == scheduledBackward.getOperation()) {
         if (failed(emitRepeatPrologue(scheduledBackward)) ||
+            (scheduledWeight &&
+             failed(emitRepeatPrologue(scheduledWeight))) ||
             failed(emitScheduleDriver()))
           return failure();
         continue;
       }
+      if (scheduledWeight && &op == scheduledWeight.getOperation())
+        continue;
       if (auto on = op.getAttrOfType<DictionaryAttr>("dist.on")) {
         if (failed(emitGuarded(op, on)))
           return failure();

@@ -3,6 +3,7 @@
 #include "codegen/MemoryPlan.h"
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/train/Adjoint.h"
 #include "dialects/train/TrainDialect.h"
 
 #include <algorithm>
@@ -70,12 +71,23 @@ struct Planner {
 
   /// Plans `block` with offsets relative to 0; returns its peak. Nested
   /// blocks are planned first and shifted once their base is known.
-  int64_t planBlock(Block &block, const DenseSet<Operation *> *only) {
+  int64_t planBlock(Block &block, const DenseSet<Operation *> *only,
+                    ArrayRef<Operation *> together = {}) {
     DenseMap<Operation *, int64_t> index;
     int64_t n = 0;
     for (Operation &op : block)
       if (!only || only->contains(&op) || op.hasTrait<OpTrait::IsTerminator>())
         index[&op] = n++;
+    // Loops a schedule runs interleaved (their iterations in any order)
+    // are one span: what they make and read lives across all of them.
+    int64_t spanBegin = n, spanEnd = -1;
+    DenseSet<Operation *> spanned;
+    for (Operation *op : together)
+      if (auto it = index.find(op); it != index.end()) {
+        spanned.insert(op);
+        spanBegin = std::min(spanBegin, it->second);
+        spanEnd = std::max(spanEnd, it->second);
+      }
 
     // Alias roots: a reshape shares its input's buffer.
     DenseMap<Value, Value> root;
@@ -94,7 +106,7 @@ struct Planner {
         Operation *anc = block.findAncestorOpInBlock(*user);
         auto it = anc ? index.find(anc) : index.end();
         if (it != index.end())
-          last = std::max(last, it->second);
+          last = std::max(last, spanned.contains(anc) ? spanEnd : it->second);
       }
       return last;
     };
@@ -103,7 +115,8 @@ struct Planner {
       auto it = index.find(&op);
       if (it == index.end() || op.hasTrait<OpTrait::IsTerminator>())
         continue;
-      int64_t at = it->second;
+      bool inSpan = spanned.contains(&op);
+      int64_t at = inSpan ? spanBegin : it->second;
       // A reshape and the wait of an asynchronous collective are their
       // operand's buffer under another name.
       if (isa<ReshapeOp, loom::dist::WaitOp>(op)) {
@@ -122,7 +135,7 @@ struct Planner {
       }
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         int64_t inner = planBlock(repeat.getBodyBlock(), nullptr);
-        intervals.push_back({alignUp(inner), at, at, 0});
+        intervals.push_back({alignUp(inner), at, inSpan ? spanEnd : at, 0});
         SmallVector<Value> innerValues;
         repeat.getBody().walk([&](Operation *nested) {
           for (Value r : nested->getResults())
@@ -137,8 +150,11 @@ struct Planner {
           continue;
         bool release = isa<loom::dist::AllReduceStartOp>(op) &&
                        faults.releaseInFlightAtStart;
+        // A spanned loop writes its results (its carries, its stacked
+        // slices) across the whole span, used or not.
+        int64_t last = release ? at : lastUse(r, at);
         intervals.push_back({alignUp(tensorBytes(r.getType())), at,
-                             release ? at : lastUse(r, at), 0});
+                             inSpan ? std::max(last, spanEnd) : last, 0});
         intervalOf[r] = intervals.size() - 1;
       }
     }
@@ -164,10 +180,21 @@ MemoryPlan loom::codegen::planMemory(Block &block,
                                      const DenseSet<Operation *> &ops,
                                      const DenseMap<Value, int64_t> &persistent,
                                      PlanFaults faults) {
-  Planner planner{persistent, faults, {}};
+  Planner planner{persistent, faults, MemoryPlan()};
   for (auto [v, t] : persistent)
     planner.plan.placements[v] = {Placement::Persistent, t};
-  planner.plan.peakBytes = planner.planBlock(block, &ops);
+  // A pipeline schedule's micro-batch loops (the forward, its backward
+  // and the backward's weight part) run their iterations interleaved.
+  SmallVector<Operation *> together;
+  if (auto model = dyn_cast<ModelOp>(block.getParentOp());
+      model && model->hasAttr("dist.schedule"))
+    for (RepeatOp forward : block.getOps<RepeatOp>())
+      if (RepeatOp backward = backwardOf(forward)) {
+        together = {forward, backward};
+        if (RepeatOp weight = weightPartOf(backward))
+          together.push_back(weight);
+      }
+  planner.plan.peakBytes = planner.planBlock(block, &ops, together);
   return std::move(planner.plan);
 }
 

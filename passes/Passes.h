@@ -67,7 +67,8 @@ void buildDistPipeline(
     mlir::OpPassManager &pm, llvm::StringRef mesh, llvm::StringRef sharding,
     bool sequenceParallel,
     const std::function<void(mlir::OpPassManager &, llvm::StringRef)>
-        &afterPass);
+        &afterPass,
+    bool splitBackward = false);
 
 /// The size of the pp axis of a mesh spec (1 without one or when the spec
 /// does not parse).

@@ -422,6 +422,34 @@ def DistPipelineTransfers : Pass<"dist-pipeline-transfers", "::mlir::ModuleOp"> 
   let dependentDialects = ["::loom::dist::DistDialect"];
 }
 
+def DistPipelineSplitBackward : Pass<"dist-pipeline-split-backward", "::mlir::ModuleOp"> {
+  let summary = "Split the pipeline's backward into input- and weight-gradient parts";
+  let description = [{
+    For zero-bubble schedules (ZB-H1, after Qi et al. 2024), which run a
+    stage's backward as two actions: I, the gradient of the stage's input
+    that the previous stage waits for, and W, the gradients of its weights,
+    deferred into the bubble. Runs on the rank program after
+    `dist-pipeline-transfers`.
+
+    Each stage's layer backward (a reverse repeat on a stage) splits into
+    a repeat of the chain of input gradients, which stacks per layer what
+    the weight gradients read, and a repeat of the weight gradients. Then
+    the backward micro-batch loop splits the same way: its input part
+    (`dist.backward = "input"`) runs what the transfers need (the gradients
+    a stage receives and sends back), its weight part (`dist.backward =
+    "weight"`, right after it) the rest, reading the input part's values
+    stacked per micro-batch. Such a value made by an op of no stage takes
+    the stage of its operands (an error where they have several), and an
+    op of no stage in the weight part (a sum over stages) reads it through
+    a copy on its stage. Carries stay with the part that updates them; the
+    input part reading the weight part's carry is an error. Index
+    arithmetic and slices of the weights are recomputed by each part
+    rather than stacked, and ops whose results nothing reads (the loss the
+    backward recomputes) are erased before the split.
+  }];
+  let dependentDialects = ["::loom::dist::DistDialect"];
+}
+
 def DistVerifyCommunication : Pass<"dist-verify-communication", "::mlir::ModuleOp"> {
   let summary = "Prove before launch that every rank's communication matches and completes";
   let description = [{

@@ -57,7 +57,8 @@ void loom::buildDistPipeline(
     mlir::OpPassManager &pm, llvm::StringRef mesh, llvm::StringRef sharding,
     bool sequenceParallel,
     const std::function<void(mlir::OpPassManager &, llvm::StringRef)>
-        &afterPass) {
+        &afterPass,
+    bool splitBackward) {
   auto add = [&](std::unique_ptr<mlir::Pass> pass) {
     std::string argument = pass->getArgument().str();
     pm.addPass(std::move(pass));
@@ -71,6 +72,8 @@ void loom::buildDistPipeline(
   add(createDistPartition());
   if (pipelineRanks(mesh) > 1)
     add(createDistPipelineTransfers());
+  if (splitBackward)
+    add(createDistPipelineSplitBackward());
   add(createDistCommOpt());
   add(createDistVerifyCommunication());
 }

@@ -90,7 +90,7 @@ loom::train::backpropagate(OpBuilder &b, Block &block,
   stamper.block = &block;
   stamper.previous = b.getListener();
   b.setListener(&stamper);
-  auto restore = llvm::make_scope_exit([&] { b.setListener(stamper.previous); });
+  llvm::scope_exit restore([&] { b.setListener(stamper.previous); });
   // The adjoint is built into the same block: walk a snapshot of the forward.
   SmallVector<Operation *> forward = llvm::to_vector(llvm::map_range(
       block.without_terminator(), [](Operation &op) { return &op; }));
@@ -329,13 +329,24 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+static bool isWeightPart(RepeatOp repeat) {
+  auto part = repeat->getAttrOfType<StringAttr>("dist.backward");
+  return part && part.getValue() == "weight";
+}
+
 RepeatOp loom::train::backwardOf(RepeatOp forward) {
   if (!forward.getSavesCarries() || forward.getReverse() ||
       forward.getCarries().empty())
     return {};
   for (Operation *user : forward.getStackedResults().back().getUsers())
     if (auto r = dyn_cast<RepeatOp>(user);
-        r && r.getReverse() && r->getBlock() == forward->getBlock())
+        r && r.getReverse() && r->getBlock() == forward->getBlock() &&
+        !isWeightPart(r))
       return r;
   return {};
+}
+
+RepeatOp loom::train::weightPartOf(RepeatOp backward) {
+  auto next = dyn_cast_or_null<RepeatOp>(backward->getNextNode());
+  return next && isWeightPart(next) ? next : RepeatOp();
 }

@@ -47,7 +47,13 @@ class RepeatOp;
 
 /// The backward of a forward repeat that saves its carries: the reverse
 /// repeat in the same block that reads its saved carries (null if none).
+/// Where the backward is split (`dist-pipeline-split-backward`), its input
+/// part.
 RepeatOp backwardOf(RepeatOp forward);
+
+/// The weight part of a split backward (the repeat right after `backward`
+/// marked `dist.backward = "weight"`), or null.
+RepeatOp weightPartOf(RepeatOp backward);
 
 } // namespace loom::train
 

@@ -648,8 +648,15 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
   double firstEval = NAN, lastEval = NAN;
   if (o.evalEvery)
     firstEval = evaluate(&ctx, data, lossIndex);
+  // LOOMRT_POISON_ARENA=1 fills the arena with NaNs before every step: a
+  // value the program reads before it writes it then shows in the loss.
+  std::vector<unsigned char> poison;
+  if (const char *v = std::getenv("LOOMRT_POISON_ARENA"); v && *v == '1')
+    poison.assign(size_t(arenaBytes), 0xff);
   for (int64_t step = 0; step < o.steps; ++step) {
     ctx.step = step;
+    if (!poison.empty())
+      backend::upload(&ctx, ctx.arena, poison.data(), arenaBytes);
     if (!fixedInputs)
       fillInputs(&ctx, data, step, /*eval=*/false);
     float stepValue = float(step);

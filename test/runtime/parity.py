@@ -5,9 +5,9 @@ dp = 4, tp = 2 and tp = 4 (Megatron's column- and row-parallel layers, from
 the `auto` preset), tp = 2 with sequence parallelism, dp = 2 x tp = 2, dp = 2 with one weight split over dp
 (its gradient reduce-scattered), dp = 2 with 4 micro-batches, and
 pipelines of 2 and 4 ranks with 4 micro-batches (GPipe's order, 1F1B,
-interleaved 1F1B with 2 virtual stages per rank, and a user's CSV
-schedule), and pp = 2 x dp = 2 (interleaved) and pp = 2 x dp = 2 x tp = 2
-(8 ranks) with 2 gives
+interleaved 1F1B with 2 virtual stages per rank, ZB-H1, and users' CSV
+schedules), and pp = 2 x dp = 2 (interleaved) and pp = 2 x dp = 2 x tp = 2
+(8 ranks; GPipe and ZB-H1) with 2 gives
 the single-rank run's losses (within 1e-5 + 1e-4 |loss|) and final
 parameters (relative norm error within 1e-4) on the same global batches.
 Under a PMPI wrapper, the bytes each rank sends equal the runtime's counters
@@ -243,12 +243,35 @@ for pp in (2, 4):
           sends == 2 * (2 * pp - 1), f"{sends} sends")
     compare(f"pp={pp} M=4 interleaved (2 virtual stages)",
             run(f"pp{pp}-interleaved", exe, pp), reference_m4)
+# ZB-H1: each backward split into its input part (I, what the previous
+# stage waits for) and its weight part (W, deferred into the bubble).
+for pp in (2, 4):
+    phases = os.path.join(work, f"pp{pp}-zb-phases")
+    exe = build(f"pp{pp}-zb", ["--mesh", f"pp={pp}", "--micro-batches=4", "--schedule=zb",
+                               "--dump-phases", phases])
+    with open(os.path.join(phases, "2-rank-program.mlir")) as f:
+        program = f.read()
+    check(f"pp={pp} ZB-H1: the backward is split into its input and weight parts",
+          'dist.backward = "input"' in program and 'dist.backward = "weight"' in program,
+          "input and weight repeats")
+    compare(f"pp={pp} M=4 ZB-H1", run(f"pp{pp}-zb", exe, pp), reference_m4)
 csv = os.path.join(work, "warm3.csv")
 with open(csv, "w") as f:
     f.write("0F0,0F1,0F2,0B0,0F3,0B1,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n")
 compare("pp=2 M=4 user CSV",
         run("pp2-csv", build("pp2-csv", ["--mesh", "pp=2", "--micro-batches=4",
                                          f"--schedule={csv}"]), 2),
+        reference_m4)
+# A user's CSV over 2 virtual stages per rank with split backwards.
+csv = os.path.join(work, "interleaved-iw.csv")
+with open(csv, "w") as f:
+    f.write("0F0,0F1,2F0,2F1,0F2,2I0,2W0,0F3,2I1,2W1,2F2,0I0,0W0,2F3,0I1,0W1,"
+            "2I2,2W2,2I3,2W3,0I2,0W2,0I3,0W3\n"
+            "1F0,1F1,3F0,3I0,3W0,3F1,3I1,3W1,1F2,1I0,1W0,1F3,1I1,1W1,3F2,3I2,"
+            "3W2,3F3,3I3,3W3,1I2,1W2,1I3,1W3\n")
+compare("pp=2 M=4 user CSV, 2 virtual stages, split backwards",
+        run("pp2-csv-iw", build("pp2-csv-iw", ["--mesh", "pp=2", "--micro-batches=4",
+                                               f"--schedule={csv}"]), 2),
         reference_m4)
 
 # Pipelines composed with data and tensor parallelism: 2 micro-batches of
@@ -268,6 +291,10 @@ check("pp=2 x dp=2 x tp=2: the layers are split over tp",
       tp_collectives > 0 and "dist.send" in program,
       f"{tp_collectives} collectives over tp")
 compare("pp=2 x dp=2 x tp=2 M=2 (8 ranks)", run("pp2dp2tp2", exe, 8), reference_m2)
+compare("pp=2 x dp=2 x tp=2 M=2 ZB-H1 (8 ranks)",
+        run("pp2dp2tp2-zb", build("pp2dp2tp2-zb", ["--mesh", "pp=2,dp=2,tp=2",
+                                                   "--micro-batches=2", "--schedule=zb"]), 8),
+        reference_m2)
 
 print(f"{failed} failed")
 sys.exit(1 if failed else 0)

@@ -122,8 +122,7 @@ static cl::opt<std::string> scheduleSpec(
     "schedule",
     cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, 1f1b, "
              "interleaved, zb (ZB-H1), or a CSV file with one row of actions "
-             "(stage, F/B/I/W, micro-batch: 1F3) per pipeline rank; "
-             "executables run gpipe so far, --report plans them all"),
+             "(stage, F/B/I/W, micro-batch: 1F3) per pipeline rank"),
     cl::value_desc("NAME|FILE.csv"), cl::init("gpipe"), cl::cat(loomcCategory));
 
 static cl::opt<int64_t> virtualStages(
@@ -473,6 +472,9 @@ int main(int argc, char **argv) {
       return fail("--schedule=" + scheduleSpec + ": " +
                   llvm::toString(s.takeError()));
     schedule = std::move(*s);
+    if (schedule->splitsBackward() && microBatches == 1 && !reportOnly)
+      return fail("--schedule=" + scheduleSpec + ": a backward split into "
+                  "input and weight parts needs --micro-batches above 1");
   }
   if (!reportOnly && emit != Emit::MLIR) {
     for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
@@ -497,6 +499,8 @@ int main(int argc, char **argv) {
                   arith::ArithDialect,
                   func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
   MLIRContext context(registry);
+  // Errors point at the model's lines; the op they are on is not dumped.
+  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   std::string error;
@@ -564,7 +568,9 @@ int main(int argc, char **argv) {
   if (!meshSpec.empty() && (emit != Emit::MLIR || plan)) {
     PassManager dist(&context);
     loom::buildDistPipeline(dist, meshSpec, shardingPreset, sequenceParallel,
-                            afterPass);
+                            afterPass,
+                            schedule && schedule->splitsBackward() &&
+                                (emit != Emit::MLIR || plan));
     if (!insertError.empty())
       return fail(insertError);
     if (failed(dist.run(*module)))
@@ -611,9 +617,6 @@ int main(int argc, char **argv) {
   // stage per rank: the code generator runs the micro-batch loops'
   // iterations in each rank's order of actions.
   if (schedule && (scheduleSpec != "gpipe" || schedule->virtualStages > 1)) {
-    if (schedule->splitsBackward())
-      return fail("--schedule=" + scheduleSpec + ": executables run whole "
-                  "backwards so far; --report simulates ZB-H1");
     llvm::Expected<loom::pipeline::Simulation> sim = loom::pipeline::simulate(
         *schedule, loom::pipeline::Costs::uniform(*schedule));
     if (!sim)

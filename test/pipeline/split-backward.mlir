@@ -1,0 +1,54 @@
+// ZB-H1's backward in two parts: the input part runs what the stages'
+// transfers need (the gradient sent back and received), the weight part
+// the weights' gradients, reading what the input part kept per
+// micro-batch. A stage's layers split the same way: the chain of input
+// gradients stacks per layer what the weight gradients read. What the
+// backward recomputes without reading (the loss) is gone, and the
+// stage's weights are sliced again rather than kept.
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2" --dist-pipeline-split-backward | FileCheck %s
+// RUN: not loom-opt %s --loom-pipeline="mesh=pp=2" --dist-pipeline-split-backward 2>&1 | FileCheck %s --check-prefix=NOLOOP
+
+// CHECK-LABEL: train.model @chain
+// The input part: stage 1's input gradients through its layer, sent back.
+// CHECK:      %{{.*}}, %[[IN:.*]]:5 = train.repeat 2 reverse carry({{.*}} attributes {dist.backward = "input"}
+// CHECK-NOT:  train.cross_entropy %
+// CHECK:      train.cross_entropy_grad {{.*}}dist.stage = 1
+// CHECK:      train.repeat 1 reverse carry(
+// CHECK:        train.matmul %{{.*}}, %{{.*}} transpose_rhs :
+// CHECK-NOT:    transpose_lhs
+// CHECK:        train.yield carry(
+// CHECK:      dist.send %{{.*}} to "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
+// CHECK-NEXT: dist.recv from "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
+// CHECK-NEXT: train.yield carry(%{{.*}} : tensor<f32>) stacked(
+// CHECK-NEXT: }
+// The weight part: it accumulates the gradients, and sends nothing.
+// CHECK-NEXT: train.repeat 2 reverse carry(%{{.*}}, %{{.*}} : tensor<8x4xf32>, tensor<4x4x4xf32>) stacked({{.*}}%[[IN]]#0, %[[IN]]#1, %[[IN]]#2, %[[IN]]#3, %[[IN]]#4 :{{.*}} attributes {dist.backward = "weight"}
+// CHECK-NOT:  dist.send
+// CHECK:      train.matmul %{{.*}}, %{{.*}} transpose_lhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
+// CHECK:      train.repeat 1 reverse stacked(
+// CHECK-NEXT: ^bb0(
+// CHECK-NEXT:   train.matmul %{{.*}}, %{{.*}} transpose_lhs :
+// CHECK-NEXT:   train.yield stacked(
+// CHECK:      train.embedding_grad {{.*}}dist.stage = 0
+// CHECK:      train.yield carry(
+// CHECK-NEXT: }
+// CHECK-NEXT: dist.all_reduce_start
+
+// NOLOOP: error: 'train.model' op has no micro-batch loop whose backward could be split (a split backward needs --micro-batches above 1)
+// VERIFIED: dist.verified = {class_axes = ["pp"], of = 2 : i64, ops = 3 : i64, ranks = 2 : i64}
+train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
+  %emb = train.param "emb" init(#train.init<normal, 0.1>) : tensor<8x4xf32>
+  %w = train.param "w" init(#train.init<normal, 0.1>) : tensor<4x4x4xf32>
+  %tokens = train.input "tokens" : tensor<2xi32>
+  %labels = train.input "labels" : tensor<2xi32>
+  %x = train.embedding %emb, %tokens : tensor<8x4xf32>, tensor<2xi32>
+  %h = train.repeat 4 carry(%x : tensor<2x4xf32>) stacked(%w : tensor<4x4x4xf32>) : (tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<2x4xf32>, %wl: tensor<4x4xf32>):
+    %u = train.matmul %c, %wl : tensor<2x4xf32>, tensor<4x4xf32>
+    %d = train.dropout %u stream(%i) rate 0.1 seed 5 : tensor<2x4xf32>
+    train.yield carry(%d : tensor<2x4xf32>)
+  }
+  %logits = train.matmul %h, %emb transpose_rhs : tensor<2x4xf32>, tensor<8x4xf32>
+  %loss = train.cross_entropy %logits, %labels : tensor<2x8xf32>, tensor<2xi32>
+  train.output loss(%loss : tensor<f32>)
+}
