@@ -408,9 +408,14 @@ struct Emitter {
     for (size_t i = 0; i < numCarries; ++i)
       buffers[body.getArgument(1 + i)] =
           bufferOf(repeat.getCarryResults()[i]);
+    // A stacked value a schedule keeps in slots is indexed by the action's
+    // slot, every other by the iteration.
+    auto at = [&](Value stacked) {
+      return actionSlot && scheduleSlots(stacked) ? actionSlot : index;
+    };
     for (auto [s, operand] : llvm::enumerate(repeat.getStacked()))
       buffers[body.getArgument(1 + numCarries + s)] =
-          view(bufferOf(operand), index,
+          view(bufferOf(operand), at(operand),
                tensorBytes(operand.getType()) / count);
     for (auto [j, inv] : llvm::enumerate(repeat.getInvariants()))
       buffers[body.getArgument(1 + numCarries + repeat.getStacked().size() +
@@ -425,7 +430,7 @@ struct Emitter {
     for (auto [slice, result] :
          llvm::zip(yield.getStacked(), repeat.getStackedResults()))
       emitWhen(actionStageMatches(slice.getDefiningOp()), [&] {
-        copy(view(bufferOf(result), index,
+        copy(view(bufferOf(result), at(result),
                   tensorBytes(result.getType()) / count),
              bufferOf(slice), slice.getType());
       });
@@ -442,9 +447,10 @@ struct Emitter {
     return success();
   }
 
-  /// The stage of the schedule's action being emitted (an i64), or null
+  /// The stage of the schedule's action being emitted (an i64), and its
+  /// slot (an index: where its micro-batch's saved values live), or null
   /// outside the schedule's driver.
-  Value actionStage;
+  Value actionStage, actionSlot;
 
   /// Within a schedule's action, whether the action's stage is `op`'s
   /// (`dist.stage`); null outside the driver or for an op of no stage.
@@ -575,7 +581,10 @@ struct Emitter {
                                          loop.getInductionVar());
     Value kind = call("loomrt_pipeline_kind", {ctx, k}, {b.getI32Type()});
     actionStage = call("loomrt_pipeline_stage", {ctx, k}, {b.getI64Type()});
-    llvm::scope_exit done([&] { actionStage = Value(); });
+    actionSlot = arith::IndexCastOp::create(
+        b, loc(), b.getIndexType(),
+        call("loomrt_pipeline_slot", {ctx, k}, {b.getI64Type()}));
+    llvm::scope_exit done([&] { actionStage = actionSlot = Value(); });
     Value mb = arith::IndexCastOp::create(
         b, loc(), b.getIndexType(),
         call("loomrt_pipeline_micro_batch", {ctx, k}, {b.getI64Type()}));

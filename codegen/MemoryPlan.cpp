@@ -25,6 +25,49 @@ int64_t loom::codegen::tensorBytes(Type type) {
   return tensor.getNumElements() * ((tensor.getElementTypeBitWidth() + 7) / 8);
 }
 
+int64_t loom::codegen::scheduleSlots(Value stackedResult) {
+  auto repeat = dyn_cast_or_null<RepeatOp>(stackedResult.getDefiningOp());
+  if (!repeat)
+    return 0;
+  auto model = dyn_cast<ModelOp>(repeat->getParentOp());
+  auto slots =
+      model ? model->getAttrOfType<IntegerAttr>("dist.schedule_slots")
+            : IntegerAttr();
+  auto result = cast<OpResult>(stackedResult);
+  size_t carries = repeat.getCarryResults().size();
+  if (!slots || slots.getInt() <= 0 ||
+      slots.getInt() >= int64_t(repeat.getCount()) ||
+      result.getResultNumber() < carries)
+    return 0;
+  // The loops the schedule interleaves, and whether `repeat` is one that
+  // stacks for a later one (the forward, or a split backward's input part).
+  SmallVector<Operation *> loops;
+  for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+    if (RepeatOp backward = backwardOf(forward)) {
+      loops = {forward, backward};
+      if (RepeatOp weight = weightPartOf(backward))
+        loops.push_back(weight);
+    }
+  if (loops.empty() || repeat == loops.back() ||
+      !llvm::is_contained(loops, repeat.getOperation()))
+    return 0;
+  unsigned i = result.getResultNumber() - carries;
+  Value slice = repeat.getYield().getStacked()[i];
+  if (!slice.getDefiningOp() || !slice.getDefiningOp()->hasAttr("dist.stage"))
+    return 0;
+  for (Operation *user : stackedResult.getUsers())
+    if (!llvm::is_contained(loops, user) || user == repeat.getOperation())
+      return 0;
+  return slots.getInt();
+}
+
+int64_t loom::codegen::plannedBytes(Value v) {
+  int64_t bytes = tensorBytes(v.getType());
+  if (int64_t slots = scheduleSlots(v))
+    return bytes / cast<RepeatOp>(v.getDefiningOp()).getCount() * slots;
+  return bytes;
+}
+
 namespace {
 /// A buffer to place: its size and the op indices where it is live.
 struct Interval {
@@ -99,6 +142,7 @@ struct Planner {
     std::vector<Interval> intervals;
     DenseMap<Value, size_t> intervalOf;
     SmallVector<std::pair<size_t, SmallVector<Value>>> nestedShifts;
+    size_t scratch = SIZE_MAX;
 
     auto lastUse = [&](Value v, int64_t def) {
       int64_t last = def;
@@ -134,8 +178,17 @@ struct Planner {
         continue;
       }
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
-        int64_t inner = planBlock(repeat.getBodyBlock(), nullptr);
-        intervals.push_back({alignUp(inner), at, inSpan ? spanEnd : at, 0});
+        int64_t inner = alignUp(planBlock(repeat.getBodyBlock(), nullptr));
+        // The spanned loops' iterations run one at a time (an action), so
+        // their bodies share one scratch interval over the span.
+        if (!inSpan) {
+          intervals.push_back({inner, at, at, 0});
+        } else if (scratch == SIZE_MAX) {
+          intervals.push_back({inner, spanBegin, spanEnd, 0});
+          scratch = intervals.size() - 1;
+        } else {
+          intervals[scratch].size = std::max(intervals[scratch].size, inner);
+        }
         SmallVector<Value> innerValues;
         repeat.getBody().walk([&](Operation *nested) {
           for (Value r : nested->getResults())
@@ -143,7 +196,8 @@ struct Planner {
                 plan.placements[r].kind == Placement::Arena)
               innerValues.push_back(r);
         });
-        nestedShifts.push_back({intervals.size() - 1, innerValues});
+        nestedShifts.push_back(
+            {inSpan ? scratch : intervals.size() - 1, innerValues});
       }
       for (Value r : op.getResults()) {
         if (!isa<RankedTensorType>(r.getType()) || persistent.count(r))
@@ -153,7 +207,7 @@ struct Planner {
         // A spanned loop writes its results (its carries, its stacked
         // slices) across the whole span, used or not.
         int64_t last = release ? at : lastUse(r, at);
-        intervals.push_back({alignUp(tensorBytes(r.getType())), at,
+        intervals.push_back({alignUp(plannedBytes(r)), at,
                              inSpan ? std::max(last, spanEnd) : last, 0});
         intervalOf[r] = intervals.size() - 1;
       }
@@ -204,7 +258,7 @@ LogicalResult loom::codegen::verifyInFlightBuffers(Block &block,
     auto it = plan.placements.find(v);
     if (it == plan.placements.end() || it->second.kind != Placement::Arena)
       return {0, 0};
-    return {it->second.where, it->second.where + tensorBytes(v.getType())};
+    return {it->second.where, it->second.where + plannedBytes(v)};
   };
   WalkResult result = block.walk([&](loom::dist::AllReduceStartOp start) {
     Operation *wait = nullptr;

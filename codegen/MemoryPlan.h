@@ -42,6 +42,17 @@ struct PlanFaults {
 /// Bytes of a ranked tensor.
 int64_t tensorBytes(mlir::Type type);
 
+/// Under a pipeline schedule (`dist.schedule`, with `dist.schedule_slots`
+/// = K), a stacked result of the micro-batch loops the schedule runs that
+/// one stage makes (its slices come from an op with `dist.stage`) and only
+/// those loops read is kept in K slots, indexed by each action's slot,
+/// rather than one per micro-batch. Returns K for such a value (when K is
+/// below the micro-batch count), 0 otherwise.
+int64_t scheduleSlots(mlir::Value stackedResult);
+
+/// The bytes the plan gives `v`: its type's, or its slots' share.
+int64_t plannedBytes(mlir::Value v);
+
 /// Plans the values defined by `ops` (ops of `block`, in order, with their
 /// nested regions). `persistent` gives the values that live in the tensor
 /// table (parameters, inputs, results updated in place); values that alias

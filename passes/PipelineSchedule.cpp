@@ -274,6 +274,55 @@ std::string loom::pipeline::printScheduleCSV(const Schedule &schedule) {
   return out;
 }
 
+Slots loom::pipeline::assignSlots(const Schedule &schedule) {
+  Slots slots;
+  bool split = schedule.splitsBackward();
+  for (const auto &rank : schedule.order) {
+    std::map<int64_t, std::vector<bool>> busy; // per stage
+    std::map<std::pair<int64_t, int64_t>, int64_t> held;
+    std::vector<int64_t> of;
+    for (const Action &a : rank) {
+      auto key = std::make_pair(a.stage, a.microBatch);
+      std::vector<bool> &used = busy[a.stage];
+      if (a.work == Work::Forward) {
+        size_t free = 0;
+        while (free < used.size() && used[free])
+          ++free;
+        if (free == used.size())
+          used.push_back(false);
+        used[free] = true;
+        held[key] = int64_t(free);
+        slots.count = std::max(slots.count, int64_t(used.size()));
+      }
+      auto it = held.find(key);
+      // A backward before its forward is not a schedule the simulation
+      // accepts; keep slot 0 so that the caller's check reports it.
+      int64_t slot = it == held.end() ? 0 : it->second;
+      of.push_back(slot);
+      bool last = a.work == Work::Backward ||
+                  (split && a.work == Work::BackwardWeight);
+      if (last && it != held.end()) {
+        used[size_t(slot)] = false;
+        held.erase(it);
+      }
+    }
+    slots.of.push_back(std::move(of));
+  }
+  return slots;
+}
+
+std::string loom::pipeline::printDriverCSV(const Schedule &schedule,
+                                           const Slots &slots) {
+  std::string out;
+  for (auto [r, rank] : llvm::enumerate(schedule.order)) {
+    SmallVector<std::string> cells;
+    for (auto [k, a] : llvm::enumerate(rank))
+      cells.push_back(a.str() + "." + std::to_string(slots.of[r][k]));
+    out += join(cells, ",") + "\n";
+  }
+  return out;
+}
+
 //===----------------------------------------------------------------------===//
 // Simulation
 //===----------------------------------------------------------------------===//

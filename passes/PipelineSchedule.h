@@ -89,6 +89,22 @@ llvm::Expected<Schedule> parseScheduleCSV(llvm::StringRef text,
 /// The CSV `parseScheduleCSV` reads.
 std::string printScheduleCSV(const Schedule &schedule);
 
+/// Where a rank keeps what a micro-batch's forward leaves for its
+/// backward: each stage's micro-batches in flight take the lowest free of
+/// `count` slots at their forward and free it after their last backward
+/// action (B, or W where the backward is split), so a rank keeps `count`
+/// micro-batches' worth, not one per micro-batch. `of[r][k]` is the slot
+/// of rank r's action k.
+struct Slots {
+  int64_t count = 0;
+  std::vector<std::vector<int64_t>> of;
+};
+Slots assignSlots(const Schedule &schedule);
+
+/// The schedule as the code generator's driver reads it: the CSV with
+/// each action's slot after a dot ("1F3.2").
+std::string printDriverCSV(const Schedule &schedule, const Slots &slots);
+
 /// The cost of each kind of work per stage, in any unit (a full backward
 /// costs its input and weight parts together).
 struct Costs {

@@ -34,6 +34,7 @@ struct loomrt_ctx {
     int32_t kind; ///< 0 forward, 1 backward, 2 input backward, 3 weight's
     int64_t stage;
     int64_t microBatch;
+    int64_t slot; ///< where the micro-batch's saved values live
   };
   std::vector<Action> actions;
   /// One buffer per entry of the program's tensor table.

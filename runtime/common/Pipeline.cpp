@@ -53,8 +53,13 @@ void loomrt_pipeline_schedule(loomrt_ctx *ctx, int32_t axis, const char *csv) {
         fail("loomrt_pipeline_schedule: '" + cell +
              "' is not an action (stage, F, B, I or W, micro-batch)");
       int32_t kind = std::string("FBIW").find(cell[at]);
-      ctx->actions.push_back({kind, std::stoll(cell.substr(0, at)),
-                              std::stoll(cell.substr(at + 1))});
+      // An optional ".slot": where the micro-batch's saved values live.
+      size_t dot = cell.find('.', at);
+      int64_t microBatch = std::stoll(cell.substr(at + 1, dot - at - 1));
+      int64_t slot = dot == std::string::npos ? microBatch
+                                              : std::stoll(cell.substr(dot + 1));
+      ctx->actions.push_back(
+          {kind, std::stoll(cell.substr(0, at)), microBatch, slot});
     }
     return;
   }
@@ -76,6 +81,10 @@ int64_t loomrt_pipeline_stage(loomrt_ctx *ctx, int64_t k) {
 
 int64_t loomrt_pipeline_micro_batch(loomrt_ctx *ctx, int64_t k) {
   return ctx->actions.at(size_t(k)).microBatch;
+}
+
+int64_t loomrt_pipeline_slot(loomrt_ctx *ctx, int64_t k) {
+  return ctx->actions.at(size_t(k)).slot;
 }
 
 } // extern "C"

@@ -396,6 +396,11 @@ static int reportPipeline(ModuleOp module, int64_t pp,
     llvm::outs() << " " << held;
   llvm::outs() << llvm::formatv("; stage 0 holds at most {0} micro-batches' activations\n",
                                 sim->firstStagePeak);
+  int64_t slots = assignSlots(*schedule).count;
+  llvm::outs() << llvm::formatv(
+      "  saved for the backward: {0} micro-batches' worth per stage (slots "
+      "reused as micro-batches finish)\n",
+      slots);
   llvm::outs() << "  schedule (CSV, as --schedule reads it):\n" << csv;
   if (!scheduleSvg.empty() &&
       failed(writeFile(scheduleSvg, drawSVG(*schedule, *sim))))
@@ -418,6 +423,7 @@ static int reportPipeline(ModuleOp module, int64_t pp,
         {"bubble_fraction", sim->maxBubble()},
         {"peak_activations_per_rank", std::move(peaks)},
         {"first_stage_peak_micro_batches", sim->firstStagePeak},
+        {"saved_micro_batches_per_stage", slots},
         {"schedule_csv", csv}};
   }
   return 0;
@@ -577,6 +583,29 @@ int main(int argc, char **argv) {
       return 1;
   }
 
+  // A pipeline schedule other than GPipe's order, or with more than one
+  // stage per rank: the code generator runs the micro-batch loops'
+  // iterations in each rank's order of actions (which the report's memory
+  // plan follows too).
+  if (!meshSpec.empty() && schedule &&
+      (scheduleSpec != "gpipe" || schedule->virtualStages > 1)) {
+    llvm::Expected<loom::pipeline::Simulation> sim = loom::pipeline::simulate(
+        *schedule, loom::pipeline::Costs::uniform(*schedule));
+    if (!sim)
+      return fail("--schedule=" + scheduleSpec + ": " +
+                  llvm::toString(sim.takeError()));
+    // Each rank keeps its micro-batches' saved values in as many slots as
+    // the schedule has in flight at once (1F1B: the ranks, GPipe: all).
+    loom::pipeline::Slots slots = loom::pipeline::assignSlots(*schedule);
+    for (auto model : module->getOps<loom::train::ModelOp>()) {
+      model->setAttr("dist.schedule",
+                     StringAttr::get(&context, loom::pipeline::printDriverCSV(
+                                                   *schedule, slots)));
+      model->setAttr("dist.schedule_slots",
+                     IntegerAttr::get(IntegerType::get(&context, 64),
+                                      slots.count));
+    }
+  }
   if (plan) {
     // The communication of an fp32 plan is what the rank program does;
     // a bf16 plan (not generated yet) keeps the planned figures.
@@ -613,20 +642,6 @@ int main(int argc, char **argv) {
                 "loom-opt --help for the pass names)");
   if (emit == Emit::MLIR)
     return failed(writeFile(outputFile, step)) ? 1 : 0;
-  // A pipeline schedule other than GPipe's order, or with more than one
-  // stage per rank: the code generator runs the micro-batch loops'
-  // iterations in each rank's order of actions.
-  if (schedule && (scheduleSpec != "gpipe" || schedule->virtualStages > 1)) {
-    llvm::Expected<loom::pipeline::Simulation> sim = loom::pipeline::simulate(
-        *schedule, loom::pipeline::Costs::uniform(*schedule));
-    if (!sim)
-      return fail("--schedule=" + scheduleSpec + ": " +
-                  llvm::toString(sim.takeError()));
-    for (auto model : module->getOps<loom::train::ModelOp>())
-      model->setAttr("dist.schedule",
-                     StringAttr::get(&context,
-                                     loom::pipeline::printScheduleCSV(*schedule)));
-  }
   if (failed(dumpPhase("2-rank-program.mlir", print(*module))))
     return 1;
 

@@ -189,9 +189,10 @@ void loomrt_comm_post(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                       int64_t count, int32_t dtype, int32_t peer);
 void loomrt_comm_drain(loomrt_ctx *ctx);
 /* The program's pipeline schedule: `csv` has one row of actions ("1F3":
-   stage, F, B, I or W, micro-batch) per pipeline rank; this rank takes
-   the row of its coordinate on mesh axis `axis`, and runs its actions in
-   order. */
+   stage, F, B, I or W, micro-batch, and optionally ".2", the slot that
+   keeps what the micro-batch's forward leaves for its backward; the
+   micro-batch by default) per pipeline rank; this rank takes the row of
+   its coordinate on mesh axis `axis`, and runs its actions in order. */
 void loomrt_pipeline_schedule(loomrt_ctx *ctx, int32_t axis, const char *csv);
 int64_t loomrt_pipeline_length(loomrt_ctx *ctx);
 /* Action k's kind: 0 forward, 1 whole backward, 2 backward for the
@@ -200,6 +201,7 @@ int32_t loomrt_pipeline_kind(loomrt_ctx *ctx, int64_t k);
 /* Action k's stage (of the pipeline's ranks x virtual stages). */
 int64_t loomrt_pipeline_stage(loomrt_ctx *ctx, int64_t k);
 int64_t loomrt_pipeline_micro_batch(loomrt_ctx *ctx, int64_t k);
+int64_t loomrt_pipeline_slot(loomrt_ctx *ctx, int64_t k);
 
 /* Asynchronous forms: the collective starts on the context's communication
    stream (collectives run one after another in issue order, overlapping the
