@@ -312,6 +312,18 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
   return success();
 }
 
+void Report::addPipelineBubble(double firstRankBubble) {
+  if (!cluster || computeSeconds <= 0 || firstRankBubble <= 0 ||
+      firstRankBubble >= 1)
+    return;
+  double busy = computeSeconds - bubbleSeconds;
+  double before = predictedStepSeconds;
+  computeSeconds = busy / (1.0 - firstRankBubble);
+  bubbleSeconds = computeSeconds - busy;
+  predictedStepSeconds = computeSeconds + communicationSeconds;
+  mfu *= before / predictedStepSeconds;
+}
+
 void Report::readVerification(ModelOp rank) {
   auto record = rank->getAttrOfType<DictionaryAttr>("dist.verified");
   if (!record)
@@ -492,6 +504,7 @@ llvm::json::Value Report::toJSON() const {
   if (cluster) {
     out["cluster"] = cluster->name;
     out["compute_seconds"] = computeSeconds;
+    out["bubble_seconds"] = bubbleSeconds;
     out["communication_seconds"] = communicationSeconds;
     out["predicted_step_seconds"] = predictedStepSeconds;
     out["mfu"] = mfu;
@@ -576,6 +589,11 @@ void Report::print(llvm::raw_ostream &os) const {
                      double(flopsPerStep),
                      double(flopsPerStep) / double(std::max<int64_t>(tokensPerStep, 1)),
                      6.0 * double(parameterCount));
+  auto seconds = [](double s) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.4g", s);
+    return std::string(text);
+  };
   if (cluster)
     os << "  on " << cluster->name << ":\n"
        << llvm::format("    predicted step time %.4g s (roofline per op, "
@@ -583,9 +601,14 @@ void Report::print(llvm::raw_ostream &os) const {
                        predictedStepSeconds, bf16 ? "bf16" : "fp32")
        << (communication.empty()
                ? std::string("")
-               : llvm::formatv("; compute {0:g} s + communication {1:g} s, "
+               : llvm::formatv("; compute {0} s{2} + communication {1} s, "
                                "not overlapped",
-                               computeSeconds, communicationSeconds)
+                               seconds(computeSeconds),
+                               seconds(communicationSeconds),
+                               bubbleSeconds > 0
+                                   ? " (the pipeline's bubble " +
+                                         seconds(bubbleSeconds) + " s of it)"
+                                   : std::string())
                      .str())
        << llvm::format("), MFU %.1f%%\n", 100.0 * mfu);
 }

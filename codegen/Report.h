@@ -135,6 +135,12 @@ struct Report {
   /// plan for the JSON report (pp meshes).
   std::optional<double> pipelineBubble;
   llvm::json::Object pipeline;
+  /// The first pipeline rank's compute stretched over the step's span: the
+  /// rank is busy for the rank program's roofline time and idle for its
+  /// simulated bubble `firstRankBubble`, a fraction of the span.
+  void addPipelineBubble(double firstRankBubble);
+  /// The seconds of the first rank's bubble within computeSeconds.
+  double bubbleSeconds = 0;
   /// Reads `verified` from the rank program.
   void readVerification(loom::train::ModelOp rank);
 };

@@ -337,7 +337,8 @@ static llvm::Expected<loom::pipeline::Schedule> pipelineSchedule(int64_t pp) {
 /// (a backward's input and weight parts each cost the stage's forward).
 static int reportPipeline(ModuleOp module, int64_t pp,
                           const loom::pipeline::Schedule *schedule,
-                          double &worstBubble, llvm::json::Object &json) {
+                          double &worstBubble, double &firstRankBubble,
+                          llvm::json::Object &json) {
   using namespace loom::pipeline;
   OwningOpRef<ModuleOp> forward = module.clone();
   PassManager pm(module.getContext());
@@ -363,6 +364,7 @@ static int reportPipeline(ModuleOp module, int64_t pp,
                 llvm::toString(sim.takeError()));
 
   worstBubble = sim->maxBubble();
+  firstRankBubble = sim->bubble(0);
   std::string csv = printScheduleCSV(*schedule);
   int64_t p = pp, m = microBatches, v = schedule->virtualStages;
   int64_t world = 1;
@@ -522,10 +524,12 @@ int main(int argc, char **argv) {
   // A pipeline's report starts with its plan: stages, schedule, bubble;
   // the memory and communication per rank follow, from the rank program.
   std::optional<double> pipelineBubble;
+  double firstRankBubble = 0;
   llvm::json::Object pipelineJSON;
   if (pp > 1 && (report || !reportJson.empty())) {
     double worst = 0;
-    if (int rc = reportPipeline(*module, pp, &*schedule, worst, pipelineJSON))
+    if (int rc = reportPipeline(*module, pp, &*schedule, worst,
+                                firstRankBubble, pipelineJSON))
       return rc;
     pipelineBubble = worst;
   }
@@ -622,6 +626,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     plan->pipelineBubble = pipelineBubble;
+    if (pipelineBubble)
+      plan->addPipelineBubble(firstRankBubble);
     if (pipelineBubble)
       plan->pipeline = std::move(pipelineJSON);
     if (report)
