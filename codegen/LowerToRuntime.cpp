@@ -463,6 +463,19 @@ struct Emitter {
                                  actionStage, i64(stage.getInt()));
   }
 
+  /// Whether the ranks (or actions) that skip the op making `r` must fill
+  /// it with zeros: when something that runs there reads it, an op of no
+  /// stage (a sum over stages) or, outside a schedule's driver, a yield
+  /// (the driver copies a stage's yields in that stage's actions only).
+  /// An op of a stage is skipped wherever its operands' ops are.
+  bool needsZeros(Value r) {
+    return llvm::any_of(r.getUsers(), [&](Operation *user) {
+      if (isa<YieldOp>(user))
+        return !actionStage;
+      return !user->hasAttr("dist.stage") && !user->hasAttr("dist.on");
+    });
+  }
+
   /// Emits what `emit` emits under `when` (unguarded when null).
   void emitWhen(Value when, llvm::function_ref<void()> emit) {
     if (!when)
@@ -509,6 +522,8 @@ struct Emitter {
         return failure();
       b.setInsertionPointToStart(&guard.getElseRegion().front());
       for (Value r : op.getResults()) {
+        if (!needsZeros(r))
+          continue;
         auto type = cast<RankedTensorType>(r.getType());
         if (!isa<FloatType>(type.getElementType()))
           return op.emitOpError("runs on some ranks only and has a result of ")

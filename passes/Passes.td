@@ -410,7 +410,11 @@ def DistPipelineTransfers : Pass<"dist-pipeline-transfers", "::mlir::ModuleOp"> 
     rank (interleaved stages run in different actions of the schedule).
     Each staged op gets `dist.on`, the ranks that run it (stage modulo the
     pp size), and keeps `dist.stage`; a send carries its producer's stage,
-    a receive its reader's.
+    a receive its reader's. The backward micro-batch loop then accumulates
+    each stage's part of a gradient in a carry of its own, updated by an op
+    of that stage, instead of adding every stage's part padded to the
+    whole parameter in every iteration; the padding and the sum over
+    stages happen once after the loop.
 
     In program order the micro-batch loop of `train-grad-accumulation` runs
     the forwards of all micro-batches, then their backwards (GPipe's

@@ -661,7 +661,170 @@ struct Transfers {
       op->setAttr("dist.on", b.getDictionaryAttr(b.getNamedAttr(
                                  "pp", b.getI64IntegerAttr(stage % ranks))));
     }
+    for (RepeatOp forward :
+         llvm::to_vector(model.getBody().front().getOps<RepeatOp>()))
+      if (RepeatOp backward = backwardOf(forward); backward && !stageOf(forward))
+        accumulatePerStage(backward);
     return success();
+  }
+
+  /// The leaves of a sum over stages: `v` itself when one stage makes it,
+  /// or the leaves of an add of no stage; false when `v` is neither.
+  bool stageLeaves(Value v, Block &body,
+                   SmallVectorImpl<std::pair<Value, int64_t>> &leaves) {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != &body)
+      return false;
+    if (std::optional<int64_t> s = stageOf(def)) {
+      leaves.push_back({v, *s});
+      return true;
+    }
+    auto add = dyn_cast<AddOp>(def);
+    return add && add.getLhs().getType() == add.getType() &&
+           add.getRhs().getType() == add.getType() && v.hasOneUse() &&
+           stageLeaves(add.getLhs(), body, leaves) &&
+           stageLeaves(add.getRhs(), body, leaves);
+  }
+
+  /// The backward micro-batch loop accumulates each gradient as the sum
+  /// over stages of their parts, padded to the whole parameter: every
+  /// action would add (and zero-fill) the whole model's gradients. Instead
+  /// each stage's part accumulates in a carry of its own, updated by an op
+  /// of that stage (so only its actions touch it); the padding and the
+  /// sum over stages happen once, after the loop.
+  void accumulatePerStage(RepeatOp backward) {
+    Block &body = backward.getBodyBlock();
+    YieldOp yield = backward.getYield();
+    size_t numCarries = backward.getCarries().size();
+    struct Part {
+      Value value;       ///< the stage's gradient in the loop
+      int64_t stage;
+      /// Its padding to the whole parameter, if any.
+      DenseI64ArrayAttr low, high;
+    };
+    SmallVector<SmallVector<Part>> parts(numCarries);
+    bool any = false;
+    for (auto [k, next] : llvm::enumerate(yield.getCarries())) {
+      BlockArgument arg = body.getArgument(1 + k);
+      auto add = next.getDefiningOp<AddOp>();
+      if (!add || stageOf(add) || !arg.hasOneUse() ||
+          !next.hasOneUse() || add.getLhs() != arg)
+        continue;
+      SmallVector<std::pair<Value, int64_t>> leaves;
+      if (!stageLeaves(add.getRhs(), body, leaves))
+        continue;
+      for (auto [v, stage] : leaves) {
+        auto pad = v.getDefiningOp<PadOp>();
+        if (pad && !v.hasOneUse())
+          pad = PadOp();
+        if (pad)
+          parts[k].push_back(
+              {pad.getInput(), stage, pad.getLowAttr(), pad.getHighAttr()});
+        else
+          parts[k].push_back({v, stage, {}, {}});
+      }
+      any = true;
+    }
+    if (!any)
+      return;
+
+    // The new loop: the carries kept, then one per stage part.
+    OpBuilder b(backward);
+    Location loc = backward.getLoc();
+    SmallVector<Value> carries;
+    SmallVector<Type> carryTypes;
+    for (auto [k, init] : llvm::enumerate(backward.getCarries()))
+      if (parts[k].empty()) {
+        carries.push_back(init);
+        carryTypes.push_back(init.getType());
+      }
+    size_t kept = carries.size();
+    for (auto &list : parts)
+      for (Part &part : list) {
+        carries.push_back(zerosLike(b, loc, part.value.getType()));
+        carryTypes.push_back(part.value.getType());
+      }
+    auto loop = RepeatOp::create(
+        b, loc, carryTypes, backward.getStackedResults().getTypes(),
+        backward.getCount(), backward.getReverse(), backward.getSavesCarries(),
+        carries, backward.getStacked(), backward.getInvariants());
+    loop->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
+    loop.getBody().takeBody(backward.getBody());
+
+    // In the body: each part's accumulation on its stage.
+    Builder attrs(loop.getContext());
+    OpBuilder in(yield);
+    SmallVector<Value> nexts;
+    for (auto [k, next] : llvm::enumerate(yield.getCarries()))
+      if (parts[k].empty())
+        nexts.push_back(next);
+    size_t at = 1 + numCarries;
+    for (auto &list : parts)
+      for (Part &part : list) {
+        BlockArgument acc =
+            body.insertArgument(at++, part.value.getType(), loc);
+        auto sum = AddOp::create(in, loc, acc, part.value);
+        sum->setAttr(kStage, attrs.getI64IntegerAttr(part.stage));
+        sum->setAttr("dist.on",
+                     attrs.getDictionaryAttr(attrs.getNamedAttr(
+                         "pp", attrs.getI64IntegerAttr(part.stage % ranks))));
+        nexts.push_back(sum);
+      }
+    SmallVector<Value> stackedYields(yield.getStacked());
+    YieldOp::create(in, yield.getLoc(), nexts, stackedYields);
+    // The old accumulations go, then their carries' arguments.
+    SmallVector<Operation *> dead;
+    for (auto [k, next] : llvm::enumerate(yield.getCarries()))
+      if (!parts[k].empty())
+        dead.push_back(next.getDefiningOp());
+    yield.erase();
+    for (Operation *op : dead) {
+      SmallVector<Operation *> work{op};
+      while (!work.empty()) {
+        Operation *o = work.pop_back_val();
+        if (!o->use_empty())
+          continue;
+        SmallVector<Operation *> operands;
+        for (Value v : o->getOperands())
+          if (Operation *d = v.getDefiningOp();
+              d && d->getBlock() == &body && isa<AddOp, PadOp>(d) &&
+              !llvm::any_of(parts, [&](auto &list) {
+                return llvm::any_of(list, [&](Part &p) {
+                  return p.value == d->getResult(0);
+                });
+              }))
+            operands.push_back(d);
+        o->erase();
+        llvm::append_range(work, operands);
+      }
+    }
+    for (size_t k = numCarries; k-- > 0;)
+      if (!parts[k].empty())
+        body.eraseArgument(1 + k);
+
+    // After the loop: each gradient is its initial value plus its stages'
+    // parts, padded to the whole parameter.
+    OpBuilder after(loop);
+    after.setInsertionPointAfter(loop);
+    size_t keptIndex = 0, partIndex = kept;
+    for (auto [k, result] : llvm::enumerate(backward.getCarryResults())) {
+      if (parts[k].empty()) {
+        result.replaceAllUsesWith(loop.getCarryResults()[keptIndex++]);
+        continue;
+      }
+      Value total = backward.getCarries()[k];
+      for (Part &part : parts[k]) {
+        Value acc = loop.getCarryResults()[partIndex++];
+        if (part.low)
+          acc = PadOp::create(after, loc, acc, part.low, part.high);
+        total = AddOp::create(after, loc, total, acc);
+      }
+      result.replaceAllUsesWith(total);
+    }
+    for (auto [old, now] :
+         llvm::zip(backward.getStackedResults(), loop.getStackedResults()))
+      old.replaceAllUsesWith(now);
+    backward.erase();
   }
 };
 

@@ -21,8 +21,9 @@
 // CHECK-NEXT: dist.recv from "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
 // CHECK-NEXT: train.yield carry(%{{.*}} : tensor<f32>) stacked(
 // CHECK-NEXT: }
-// The weight part: it accumulates the gradients, and sends nothing.
-// CHECK-NEXT: train.repeat 2 reverse carry(%{{.*}}, %{{.*}} : tensor<8x4xf32>, tensor<4x4x4xf32>) stacked({{.*}}%[[IN]]#0, %[[IN]]#1, %[[IN]]#2, %[[IN]]#3, %[[IN]]#4 :{{.*}} attributes {dist.backward = "weight"}
+// The weight part: it accumulates each stage's part of the gradients in a
+// carry of its own, updated on that stage, and sends nothing.
+// CHECK-NEXT: %[[W:.*]]:4 = train.repeat 2 reverse carry(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x4xf32>, tensor<8x4xf32>, tensor<1x4x4xf32>, tensor<3x4x4xf32>) stacked({{.*}}%[[IN]]#0, %[[IN]]#1, %[[IN]]#2, %[[IN]]#3, %[[IN]]#4 :{{.*}} attributes {dist.backward = "weight"}
 // CHECK-NOT:  dist.send
 // CHECK:      train.matmul %{{.*}}, %{{.*}} transpose_lhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
 // CHECK:      train.repeat 1 reverse stacked(
@@ -30,9 +31,21 @@
 // CHECK-NEXT:   train.matmul %{{.*}}, %{{.*}} transpose_lhs :
 // CHECK-NEXT:   train.yield stacked(
 // CHECK:      train.embedding_grad {{.*}}dist.stage = 0
-// CHECK:      train.yield carry(
+// CHECK-NEXT: train.add %arg1, %{{.*}} {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<8x4xf32>
+// CHECK-NEXT: train.add %arg2, %{{.*}} {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>
+// CHECK-NEXT: train.add %arg3, %{{.*}} {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>
+// CHECK-NEXT: train.add %arg4, %{{.*}} {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>
+// CHECK-NEXT: train.yield carry(
 // CHECK-NEXT: }
-// CHECK-NEXT: dist.all_reduce_start
+// After the loop, once: the tied embedding's parts summed, the layers'
+// parts padded to the whole stacked weight and summed, then reduced.
+// CHECK-NEXT: %[[E0:.*]] = train.add %{{.*}}, %[[W]]#0 : tensor<8x4xf32>
+// CHECK-NEXT: %[[E:.*]] = train.add %[[E0]], %[[W]]#1 : tensor<8x4xf32>
+// CHECK-NEXT: %[[P1:.*]] = train.pad %[[W]]#2 low [3, 0, 0] high [0, 0, 0]
+// CHECK-NEXT: %[[L0:.*]] = train.add %{{.*}}, %[[P1]]
+// CHECK-NEXT: %[[P0:.*]] = train.pad %[[W]]#3 low [0, 0, 0] high [1, 0, 0]
+// CHECK-NEXT: %[[L:.*]] = train.add %[[L0]], %[[P0]]
+// CHECK-NEXT: dist.all_reduce_start %{{.*}}, %[[E]], %[[L]] over ["pp"]
 
 // NOLOOP: error: 'train.model' op has no micro-batch loop whose backward could be split (a split backward needs --micro-batches above 1)
 // VERIFIED: dist.verified = {class_axes = ["pp"], of = 2 : i64, ops = 3 : i64, ranks = 2 : i64}
