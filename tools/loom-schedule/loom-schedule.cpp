@@ -146,5 +146,8 @@ int main(int argc, char **argv) {
   outs() << formatv("bubble {0:F4} (worst rank); stage 0 holds at most {1} "
                     "micro-batches' activations\n",
                     sim->maxBubble(), sim->firstStagePeak);
+  outs() << formatv("saved for the backward: {0} micro-batches' worth per "
+                    "stage (slots reused as micro-batches finish)\n",
+                    assignSlots(*schedule).count);
   return 0;
 }
