@@ -9,6 +9,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
+#include "passes/PipelineSchedule.h"
 
 #include <functional>
 
@@ -46,6 +47,11 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
       *this, "virtual-stages",
       llvm::cl::desc("Pipeline stages per pp rank (interleaved schedules)"),
       llvm::cl::init(1)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, "
+                     "1f1b, interleaved, zb, or a CSV file"),
+      llvm::cl::init("gpipe")};
   Option<bool> optimizer{*this, "optimizer",
                          llvm::cl::desc("Add the optimizer step after the "
                                         "backward pass"),
@@ -68,7 +74,17 @@ void buildDistPipeline(
     bool sequenceParallel,
     const std::function<void(mlir::OpPassManager &, llvm::StringRef)>
         &afterPass,
-    bool splitBackward = false);
+    llvm::StringRef schedule = "gpipe", int64_t microBatches = 1);
+
+/// The schedule `spec` names (built in) or a CSV file holds, for a pipeline
+/// of `ranks` x `virtualStages` stages and `microBatches`.
+llvm::Expected<pipeline::Schedule>
+loadPipelineSchedule(llvm::StringRef spec, int64_t ranks, int64_t microBatches,
+                     int64_t virtualStages, std::vector<std::string> &warnings);
+
+/// Whether the schedule `spec` splits the backward into input and weight
+/// parts (false for a CSV that cannot be read: its reader reports that).
+bool scheduleSplitsBackward(llvm::StringRef spec);
 
 /// The size of the pp axis of a mesh spec (1 without one or when the spec
 /// does not parse).

@@ -426,6 +426,29 @@ def DistPipelineTransfers : Pass<"dist-pipeline-transfers", "::mlir::ModuleOp"> 
   let dependentDialects = ["::loom::dist::DistDialect"];
 }
 
+def DistPipelineSchedule : Pass<"dist-pipeline-schedule", "::mlir::ModuleOp"> {
+  let summary = "Record the pipeline schedule the rank program runs";
+  let description = [{
+    Builds the schedule (`gpipe`, `1f1b`, `interleaved`, `zb`) for the
+    pipeline `dist-pipeline-partition` recorded (`dist.pipeline`: ranks and
+    virtual stages), or reads it from a CSV file (one row of actions such as
+    `1F3` per rank), checks it against the pipeline and by simulation (every
+    micro-batch on every stage, on its rank, transfers in order, no
+    deadlock), and records it on the model: `dist.schedule`, each rank's
+    actions with the slot that keeps each micro-batch's saved values
+    (`1F3.2`), and `dist.schedule_slots`, the slots a stage needs. The code
+    generator's driver runs the actions and its memory plan keeps the
+    slots. GPipe's order with one stage per rank is the program order and
+    records nothing.
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"gpipe\"",
+           "gpipe, 1f1b, interleaved, zb, or a CSV file">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per step">
+  ];
+}
+
 def DistPipelineSplitBackward : Pass<"dist-pipeline-split-backward", "::mlir::ModuleOp"> {
   let summary = "Split the pipeline's backward into input- and weight-gradient parts";
   let description = [{

@@ -50,7 +50,8 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
   // (buildDistPipeline), the pipeline's transfers among them.
   if (!options.mesh.empty())
     buildDistPipeline(pm, options.mesh, options.sharding,
-                      options.sequenceParallel, options.afterPass);
+                      options.sequenceParallel, options.afterPass,
+                      options.schedule, options.microBatches);
 }
 
 void loom::buildDistPipeline(
@@ -58,7 +59,7 @@ void loom::buildDistPipeline(
     bool sequenceParallel,
     const std::function<void(mlir::OpPassManager &, llvm::StringRef)>
         &afterPass,
-    bool splitBackward) {
+    llvm::StringRef schedule, int64_t microBatches) {
   auto add = [&](std::unique_ptr<mlir::Pass> pass) {
     std::string argument = pass->getArgument().str();
     pm.addPass(std::move(pass));
@@ -70,10 +71,13 @@ void loom::buildDistPipeline(
   add(createDistShardingPropagation(DistShardingPropagationOptions{
       mesh.str(), sharding.str(), sequenceParallel}));
   add(createDistPartition());
-  if (pipelineRanks(mesh) > 1)
+  if (pipelineRanks(mesh) > 1) {
     add(createDistPipelineTransfers());
-  if (splitBackward)
-    add(createDistPipelineSplitBackward());
+    if (scheduleSplitsBackward(schedule))
+      add(createDistPipelineSplitBackward());
+    add(createDistPipelineSchedule(
+        DistPipelineScheduleOptions{schedule.str(), microBatches}));
+  }
   add(createDistCommOpt());
   add(createDistVerifyCommunication());
 }

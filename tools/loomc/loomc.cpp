@@ -297,16 +297,8 @@ static int buildExecutable(StringRef cpp, StringRef out) {
 /// pipeline ranks.
 static llvm::Expected<loom::pipeline::Schedule>
 loadSchedule(int64_t pp, std::vector<std::string> &warnings) {
-  using namespace loom::pipeline;
-  if (StringRef(scheduleSpec).ends_with(".csv")) {
-    auto file = llvm::MemoryBuffer::getFile(scheduleSpec);
-    if (!file)
-      return llvm::createStringError("cannot read '" + scheduleSpec +
-                                     "': " + file.getError().message());
-    return parseScheduleCSV((*file)->getBuffer(), scheduleSpec);
-  }
-  return buildSchedule(scheduleSpec, pp, microBatches, virtualStages,
-                       warnings);
+  return loom::loadPipelineSchedule(scheduleSpec, pp, microBatches,
+                                    virtualStages, warnings);
 }
 
 /// The schedule of a mesh with `pp` pipeline ranks, checked against the
@@ -578,38 +570,13 @@ int main(int argc, char **argv) {
   if (!meshSpec.empty() && (emit != Emit::MLIR || plan)) {
     PassManager dist(&context);
     loom::buildDistPipeline(dist, meshSpec, shardingPreset, sequenceParallel,
-                            afterPass,
-                            schedule && schedule->splitsBackward() &&
-                                (emit != Emit::MLIR || plan));
+                            afterPass, scheduleSpec, microBatches);
     if (!insertError.empty())
       return fail(insertError);
     if (failed(dist.run(*module)))
       return 1;
   }
 
-  // A pipeline schedule other than GPipe's order, or with more than one
-  // stage per rank: the code generator runs the micro-batch loops'
-  // iterations in each rank's order of actions (which the report's memory
-  // plan follows too).
-  if (!meshSpec.empty() && schedule &&
-      (scheduleSpec != "gpipe" || schedule->virtualStages > 1)) {
-    llvm::Expected<loom::pipeline::Simulation> sim = loom::pipeline::simulate(
-        *schedule, loom::pipeline::Costs::uniform(*schedule));
-    if (!sim)
-      return fail("--schedule=" + scheduleSpec + ": " +
-                  llvm::toString(sim.takeError()));
-    // Each rank keeps its micro-batches' saved values in as many slots as
-    // the schedule has in flight at once (1F1B: the ranks, GPipe: all).
-    loom::pipeline::Slots slots = loom::pipeline::assignSlots(*schedule);
-    for (auto model : module->getOps<loom::train::ModelOp>()) {
-      model->setAttr("dist.schedule",
-                     StringAttr::get(&context, loom::pipeline::printDriverCSV(
-                                                   *schedule, slots)));
-      model->setAttr("dist.schedule_slots",
-                     IntegerAttr::get(IntegerType::get(&context, 64),
-                                      slots.count));
-    }
-  }
   if (plan) {
     // The communication of an fp32 plan is what the rank program does;
     // a bf16 plan (not generated yet) keeps the planned figures.
