@@ -51,7 +51,7 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
       *this, "schedule",
       llvm::cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, "
                      "1f1b, interleaved, zb, or a CSV file"),
-      llvm::cl::init("gpipe")};
+      llvm::cl::init("1f1b")};
   Option<bool> optimizer{*this, "optimizer",
                          llvm::cl::desc("Add the optimizer step after the "
                                         "backward pass"),
@@ -74,7 +74,7 @@ void buildDistPipeline(
     bool sequenceParallel,
     const std::function<void(mlir::OpPassManager &, llvm::StringRef)>
         &afterPass,
-    llvm::StringRef schedule = "gpipe", int64_t microBatches = 1);
+    llvm::StringRef schedule = "1f1b", int64_t microBatches = 1);
 
 /// The schedule `spec` names (built in) or a CSV file holds, for a pipeline
 /// of `ranks` x `virtualStages` stages and `microBatches`.

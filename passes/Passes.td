@@ -442,7 +442,7 @@ def DistPipelineSchedule : Pass<"dist-pipeline-schedule", "::mlir::ModuleOp"> {
     records nothing.
   }];
   let options = [
-    Option<"schedule", "schedule", "std::string", "\"gpipe\"",
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
            "gpipe, 1f1b, interleaved, zb, or a CSV file">,
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per step">

@@ -1,9 +1,10 @@
 // dist-pipeline-schedule records the schedule the rank program runs (the
 // driver's actions with each micro-batch's slot, and the slots a stage
-// needs); GPipe's order is the program order and records nothing; a
-// schedule that cannot complete is refused at the model.
+// needs); 1F1B is the default; GPipe's order is the program order and
+// records nothing; a schedule that cannot complete is refused at the model.
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=1f1b" | FileCheck %s --check-prefix=ONE
-// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2" | FileCheck %s --check-prefix=GPIPE
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2" | FileCheck %s --check-prefix=ONE
 // RUN: printf '0B0,0F0,0F1,0B1\n1F0,1B0,1F1,1B1\n' > %t.csv
 // RUN: not loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=%t.csv" 2>&1 | FileCheck %s --check-prefix=STUCK
 // RUN: printf '0F0,0F1,0F2,0B0,0B1,0B2\n1F0,1F1,1F2,1B0,1B1,1B2\n' > %t.three.csv

@@ -7,7 +7,7 @@ the `auto` preset), tp = 2 with sequence parallelism, dp = 2 x tp = 2, dp = 2 wi
 pipelines of 2 and 4 ranks with 4 micro-batches (GPipe's order, 1F1B,
 interleaved 1F1B with 2 virtual stages per rank, ZB-H1, and users' CSV
 schedules), and pp = 2 x dp = 2 (interleaved) and pp = 2 x dp = 2 x tp = 2
-(8 ranks; GPipe and ZB-H1) with 2 gives
+(8 ranks; 1F1B and ZB-H1) with 2 gives
 the single-rank run's losses (within 1e-5 + 1e-4 |loss|) and final
 parameters (relative norm error within 1e-4) on the same global batches.
 Under a PMPI wrapper, the bytes each rank sends equal the runtime's counters
@@ -202,7 +202,7 @@ check("dp=2 M=4: bytes per step", one_reduction <= per_step < one_reduction + 10
 # and the last stage.
 for pp in (2, 4):
     phases = os.path.join(work, f"pp{pp}-phases")
-    exe = build(f"pp{pp}", ["--mesh", f"pp={pp}", "--micro-batches=4",
+    exe = build(f"pp{pp}", ["--mesh", f"pp={pp}", "--micro-batches=4", "--schedule=gpipe",
                             "--dump-phases", phases])
     with open(os.path.join(phases, "1-training-step.mlir")) as f:
         step = f.read()
@@ -290,7 +290,7 @@ tp_collectives = program.count('over ["tp"]')
 check("pp=2 x dp=2 x tp=2: the layers are split over tp",
       tp_collectives > 0 and "dist.send" in program,
       f"{tp_collectives} collectives over tp")
-compare("pp=2 x dp=2 x tp=2 M=2 (8 ranks)", run("pp2dp2tp2", exe, 8), reference_m2)
+compare("pp=2 x dp=2 x tp=2 M=2 (8 ranks)", run("pp2dp2tp2", exe, 8), reference_m2)  # 1F1B, the default
 compare("pp=2 x dp=2 x tp=2 M=2 ZB-H1 (8 ranks)",
         run("pp2dp2tp2-zb", build("pp2dp2tp2-zb", ["--mesh", "pp=2,dp=2,tp=2",
                                                    "--micro-batches=2", "--schedule=zb"]), 8),

@@ -122,8 +122,9 @@ static cl::opt<std::string> scheduleSpec(
     "schedule",
     cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, 1f1b, "
              "interleaved, zb (ZB-H1), or a CSV file with one row of actions "
-             "(stage, F/B/I/W, micro-batch: 1F3) per pipeline rank"),
-    cl::value_desc("NAME|FILE.csv"), cl::init("gpipe"), cl::cat(loomcCategory));
+             "(stage, F/B/I/W, micro-batch: 1F3) per pipeline rank; 1f1b "
+             "by default"),
+    cl::value_desc("NAME|FILE.csv"), cl::init("1f1b"), cl::cat(loomcCategory));
 
 static cl::opt<int64_t> virtualStages(
     "virtual-stages",
