@@ -59,6 +59,18 @@ def build(name, loomc_args):
     return exe
 
 
+def build_phases(name, loomc_args):
+    """Builds `name` and returns it with a reader of its phases' IR
+    (loomc --dump-phases): phase("2-rank-program.mlir") is its text."""
+    phases = os.path.join(work, name + "-phases")
+    exe = build(name, loomc_args + ["--dump-phases", phases])
+
+    def phase(file):
+        with open(os.path.join(phases, file)) as f:
+            return f.read()
+    return exe, phase
+
+
 def reported_bytes(name):
     """The bytes per step and mesh axis that loomc --report-json predicts
     for the executable `name` (built with --report-json name.json)."""
@@ -201,17 +213,14 @@ check("dp=2 M=4: bytes per step", one_reduction <= per_step < one_reduction + 10
 # embedding is tied to the head, so its gradient is summed across the first
 # and the last stage.
 for pp in (2, 4):
-    phases = os.path.join(work, f"pp{pp}-phases")
-    exe = build(f"pp{pp}", ["--mesh", f"pp={pp}", "--micro-batches=4", "--schedule=gpipe",
-                            "--dump-phases", phases])
-    with open(os.path.join(phases, "1-training-step.mlir")) as f:
-        step = f.read()
-    tied = re.search(r'train.param "wte" .*dist.stages = array<i64: ([0-9, ]+)>', step)
+    exe, phase = build_phases(f"pp{pp}", ["--mesh", f"pp={pp}", "--micro-batches=4",
+                                          "--schedule=gpipe"])
+    tied = re.search(r'train.param "wte" .*dist.stages = array<i64: ([0-9, ]+)>',
+                     phase("1-training-step.mlir"))
     check(f"pp={pp}: the tied embedding is used on the first and the last stage",
           tied and [int(v) for v in tied.group(1).split(",")] == [0, pp - 1],
           tied.group(1) if tied else "no stages recorded")
-    with open(os.path.join(phases, "2-rank-program.mlir")) as f:
-        sends = f.read().count("dist.send")
+    sends = phase("2-rank-program.mlir").count("dist.send")
     # One activation and one gradient per stage boundary: the backward
     # reads what the forward received instead of sending it again.
     check(f"pp={pp}: activations and gradients cross the stages once",
@@ -228,17 +237,15 @@ for pp in (2, 4):
 # Interleaved 1F1B: 2 virtual stages per rank (stage s on rank s mod pp),
 # the code generator running each action's stage only.
 for pp in (2, 4):
-    phases = os.path.join(work, f"pp{pp}-interleaved-phases")
-    exe = build(f"pp{pp}-interleaved",
-                ["--mesh", f"pp={pp}", "--micro-batches=4", "--schedule=interleaved",
-                 "--virtual-stages=2", "--dump-phases", phases])
-    with open(os.path.join(phases, "1-training-step.mlir")) as f:
-        tied = re.search(r'train.param "wte" .*dist.stages = array<i64: ([0-9, ]+)>', f.read())
+    exe, phase = build_phases(f"pp{pp}-interleaved",
+                              ["--mesh", f"pp={pp}", "--micro-batches=4",
+                               "--schedule=interleaved", "--virtual-stages=2"])
+    tied = re.search(r'train.param "wte" .*dist.stages = array<i64: ([0-9, ]+)>',
+                     phase("1-training-step.mlir"))
     check(f"pp={pp} interleaved: the tied embedding is on stages 0 and {2 * pp - 1}",
           tied and [int(v) for v in tied.group(1).split(",")] == [0, 2 * pp - 1],
           tied.group(1) if tied else "no stages recorded")
-    with open(os.path.join(phases, "2-rank-program.mlir")) as f:
-        sends = f.read().count("dist.send")
+    sends = phase("2-rank-program.mlir").count("dist.send")
     check(f"pp={pp} interleaved: activations and gradients cross the {2 * pp} stages once",
           sends == 2 * (2 * pp - 1), f"{sends} sends")
     compare(f"pp={pp} M=4 interleaved (2 virtual stages)",
@@ -246,11 +253,9 @@ for pp in (2, 4):
 # ZB-H1: each backward split into its input part (I, what the previous
 # stage waits for) and its weight part (W, deferred into the bubble).
 for pp in (2, 4):
-    phases = os.path.join(work, f"pp{pp}-zb-phases")
-    exe = build(f"pp{pp}-zb", ["--mesh", f"pp={pp}", "--micro-batches=4", "--schedule=zb",
-                               "--dump-phases", phases])
-    with open(os.path.join(phases, "2-rank-program.mlir")) as f:
-        program = f.read()
+    exe, phase = build_phases(f"pp{pp}-zb", ["--mesh", f"pp={pp}", "--micro-batches=4",
+                                             "--schedule=zb"])
+    program = phase("2-rank-program.mlir")
     check(f"pp={pp} ZB-H1: the backward is split into its input and weight parts",
           'dist.backward = "input"' in program and 'dist.backward = "weight"' in program,
           "input and weight repeats")
@@ -281,11 +286,8 @@ compare("pp=2 x dp=2 M=2 interleaved",
         run("pp2dp2", build("pp2dp2", ["--mesh", "pp=2,dp=2", "--micro-batches=2",
                                        "--schedule=interleaved", "--virtual-stages=2"]), 4),
         reference_m2)
-phases = os.path.join(work, "pp2dp2tp2-phases")
-exe = build("pp2dp2tp2", ["--mesh", "pp=2,dp=2,tp=2", "--micro-batches=2",
-                          "--dump-phases", phases])
-with open(os.path.join(phases, "2-rank-program.mlir")) as f:
-    program = f.read()
+exe, phase = build_phases("pp2dp2tp2", ["--mesh", "pp=2,dp=2,tp=2", "--micro-batches=2"])
+program = phase("2-rank-program.mlir")
 tp_collectives = program.count('over ["tp"]')
 check("pp=2 x dp=2 x tp=2: the layers are split over tp",
       tp_collectives > 0 and "dist.send" in program,
