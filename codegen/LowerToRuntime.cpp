@@ -411,7 +411,9 @@ struct Emitter {
     // A stacked value a schedule keeps in slots is indexed by the action's
     // slot, every other by the iteration.
     auto at = [&](Value stacked) {
-      return actionSlot && scheduleSlots(stacked) ? actionSlot : index;
+      return actionSlot && plan.scheduled && scheduleSlots(stacked)
+                 ? actionSlot
+                 : index;
     };
     for (auto [s, operand] : llvm::enumerate(repeat.getStacked()))
       buffers[body.getArgument(1 + numCarries + s)] =

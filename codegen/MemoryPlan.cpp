@@ -61,9 +61,9 @@ int64_t loom::codegen::scheduleSlots(Value stackedResult) {
   return slots.getInt();
 }
 
-int64_t loom::codegen::plannedBytes(Value v) {
+int64_t loom::codegen::plannedBytes(Value v, bool scheduled) {
   int64_t bytes = tensorBytes(v.getType());
-  if (int64_t slots = scheduleSlots(v))
+  if (int64_t slots = scheduled ? scheduleSlots(v) : 0)
     return bytes / cast<RepeatOp>(v.getDefiningOp()).getCount() * slots;
   return bytes;
 }
@@ -207,7 +207,7 @@ struct Planner {
         // A spanned loop writes its results (its carries, its stacked
         // slices) across the whole span, used or not.
         int64_t last = release ? at : lastUse(r, at);
-        intervals.push_back({alignUp(plannedBytes(r)), at,
+        intervals.push_back({alignUp(plannedBytes(r, plan.scheduled)), at,
                              inSpan ? std::max(last, spanEnd) : last, 0});
         intervalOf[r] = intervals.size() - 1;
       }
@@ -248,6 +248,11 @@ MemoryPlan loom::codegen::planMemory(Block &block,
         if (RepeatOp weight = weightPartOf(backward))
           together.push_back(weight);
       }
+  // Only a function with the backward runs the schedule (the evaluation
+  // runs the forward loop in program order).
+  if (!llvm::all_of(together, [&](Operation *op) { return ops.contains(op); }))
+    together.clear();
+  planner.plan.scheduled = !together.empty();
   planner.plan.peakBytes = planner.planBlock(block, &ops, together);
   return std::move(planner.plan);
 }
@@ -258,7 +263,8 @@ LogicalResult loom::codegen::verifyInFlightBuffers(Block &block,
     auto it = plan.placements.find(v);
     if (it == plan.placements.end() || it->second.kind != Placement::Arena)
       return {0, 0};
-    return {it->second.where, it->second.where + plannedBytes(v)};
+    return {it->second.where,
+            it->second.where + plannedBytes(v, plan.scheduled)};
   };
   WalkResult result = block.walk([&](loom::dist::AllReduceStartOp start) {
     Operation *wait = nullptr;

@@ -30,6 +30,10 @@ struct MemoryPlan {
   llvm::DenseMap<mlir::Value, Placement> placements;
   /// Arena bytes at the peak.
   int64_t peakBytes = 0;
+  /// Whether the plan runs a pipeline schedule's micro-batch loops by its
+  /// driver (their values kept in the schedule's slots); a function
+  /// without the backward (the evaluation) runs them in program order.
+  bool scheduled = false;
 };
 
 /// Test faults the planner can be asked to make, to check the checks.
@@ -50,8 +54,9 @@ int64_t tensorBytes(mlir::Type type);
 /// below the micro-batch count), 0 otherwise.
 int64_t scheduleSlots(mlir::Value stackedResult);
 
-/// The bytes the plan gives `v`: its type's, or its slots' share.
-int64_t plannedBytes(mlir::Value v);
+/// The bytes a plan gives `v`: its type's, or, in a `scheduled` plan, its
+/// slots' share.
+int64_t plannedBytes(mlir::Value v, bool scheduled);
 
 /// Plans the values defined by `ops` (ops of `block`, in order, with their
 /// nested regions). `persistent` gives the values that live in the tensor

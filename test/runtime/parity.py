@@ -96,8 +96,11 @@ def check_report(label, name, rows, pmpi_bytes):
 def run(name, exe, ranks, pmpi=False, export=True, extra=()):
     metrics = os.path.join(work, name + ".%r.jsonl")
     exported = os.path.join(work, name + ".safetensors")
+    # The held-out loss every 5 steps runs the evaluation function too
+    # (forward only, in program order even under a pipeline schedule);
+    # not where the step's bytes are counted.
     cmd = [exe, "--steps", str(STEPS), "--seed", str(SEED), "--metrics", metrics,
-           "--timeout", "120"] + (["--export", exported] if export else []) + list(extra)
+           "--timeout", "120"] + ([] if pmpi else ["--eval-every", "5"]) + (["--export", exported] if export else []) + list(extra)
     if ranks > 1 or pmpi:
         extra = ["-x", "LD_PRELOAD=" + args.pmpi] if pmpi else []
         cmd = MPIRUN + ["-n", str(ranks)] + extra + cmd
@@ -130,6 +133,15 @@ def compare(label, got, ref):
         worst = max(worst, abs(a["loss"] - b["loss"]) / bound)
     check(f"{label}: losses", len(rows[0]) == STEPS and worst <= 1.0,
           f"{STEPS} steps, worst |loss - ref| / tolerance {worst:.3g}")
+    evals = [(a.get("eval_loss"), b.get("eval_loss")) for a, b in zip(rows[0], ref_rows[0])
+             if "eval_loss" in a or "eval_loss" in b]
+    paired = all(a is not None and b is not None for a, b in evals)
+    worst_eval = max((abs(a - b) / (1e-5 + 1e-4 * abs(b)) for a, b in evals),
+                     default=0.0) if paired else float("inf")
+    if any("eval_loss" in a for a in rows[0]):  # the runs that evaluate
+        check(f"{label}: held-out losses",
+              paired and len(evals) == STEPS // 5 and worst_eval <= 1.0,
+              f"{len(evals)} evaluations, worst / tolerance {worst_eval:.3g}")
     # Every rank reports the same (all-reduced) loss.
     same = all(abs(r[-1]["loss"] - rows[0][-1]["loss"]) == 0.0 for r in rows)
     check(f"{label}: ranks agree on the loss", same, f"{len(rows)} ranks")
