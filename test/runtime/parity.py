@@ -6,7 +6,8 @@ the `auto` preset), tp = 2 with sequence parallelism, dp = 2 x tp = 2, dp = 2 wi
 (its gradient reduce-scattered), dp = 2 with 4 micro-batches, and
 pipelines of 2 and 4 ranks with 4 micro-batches (GPipe's order, 1F1B,
 interleaved 1F1B with 2 virtual stages per rank, ZB-H1, and users' CSV
-schedules), and pp = 2 x dp = 2 (interleaved) and pp = 2 x dp = 2 x tp = 2
+schedules), pp = 2 x tp = 2 under ZB-H1 with sequence parallelism, and
+pp = 2 x dp = 2 (interleaved) and pp = 2 x dp = 2 x tp = 2
 (8 ranks; 1F1B and ZB-H1) with 2 gives
 the single-rank run's losses (within 1e-5 + 1e-4 |loss|) and final
 parameters (relative norm error within 1e-4) on the same global batches.
@@ -289,6 +290,12 @@ with open(csv, "w") as f:
 compare("pp=2 M=4 user CSV, 2 virtual stages, split backwards",
         run("pp2-csv-iw", build("pp2-csv-iw", ["--mesh", "pp=2", "--micro-batches=4",
                                                f"--schedule={csv}"]), 2),
+        reference_m4)
+
+# ZB-H1 over tensor-parallel stages with sequence parallelism.
+compare("pp=2 x tp=2 M=4 ZB-H1, sequence-parallel",
+        run("pp2tp2-zb-sp", build("pp2tp2-zb-sp", ["--mesh", "pp=2,tp=2", "--micro-batches=4",
+                                                   "--schedule=zb", "--sequence-parallel"]), 4),
         reference_m4)
 
 # Pipelines composed with data and tensor parallelism: 2 micro-batches of
