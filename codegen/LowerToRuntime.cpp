@@ -411,9 +411,7 @@ struct Emitter {
     // A stacked value a schedule keeps in slots is indexed by the action's
     // slot, every other by the iteration.
     auto at = [&](Value stacked) {
-      return actionSlot && plan.scheduled && scheduleSlots(stacked)
-                 ? actionSlot
-                 : index;
+      return actionSlot && scheduleSlots(stacked) ? actionSlot : index;
     };
     for (auto [s, operand] : llvm::enumerate(repeat.getStacked()))
       buffers[body.getArgument(1 + numCarries + s)] =
@@ -457,12 +455,11 @@ struct Emitter {
   /// Within a schedule's action, whether the action's stage is `op`'s
   /// (`dist.stage`); null outside the driver or for an op of no stage.
   Value actionStageMatches(Operation *op) {
-    auto stage = op ? op->getAttrOfType<IntegerAttr>("dist.stage")
-                    : IntegerAttr();
+    std::optional<int64_t> stage = op ? dist::stageOf(op) : std::nullopt;
     if (!actionStage || !stage)
       return Value();
     return arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
-                                 actionStage, i64(stage.getInt()));
+                                 actionStage, i64(*stage));
   }
 
   /// Whether the ranks (or actions) that skip the op making `r` must fill
@@ -543,23 +540,17 @@ struct Emitter {
   /// forward loop (saving its carries) and the reverse loop of its backward.
   RepeatOp scheduledForward, scheduledBackward, scheduledWeight;
 
-  /// Finds the loops a `dist.schedule` orders in the step's `ops`.
-  LogicalResult findScheduledLoops(const DenseSet<Operation *> &ops) {
+  /// The loops the plan runs by the schedule's driver (none in a function
+  /// without the backward, such as the evaluation).
+  LogicalResult findScheduledLoops() {
     scheduledForward = scheduledBackward = scheduledWeight = RepeatOp();
-    if (!model->hasAttr("dist.schedule"))
+    if (!plan.scheduled)
       return success();
-    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
-      if (RepeatOp backward = backwardOf(forward);
-          backward && ops.contains(forward) && ops.contains(backward)) {
-        scheduledForward = forward;
-        scheduledBackward = backward;
-        scheduledWeight = weightPartOf(backward);
-      }
-    if (!scheduledForward)
-      return success();
-    if (scheduledWeight && !ops.contains(scheduledWeight))
-      return scheduledWeight.emitOpError("is the weight part of a scheduled "
-                                         "backward but not in the step");
+    SmallVector<Operation *, 3> loops = scheduledLoops(model);
+    scheduledForward = cast<RepeatOp>(loops[0]);
+    scheduledBackward = cast<RepeatOp>(loops[1]);
+    if (loops.size() > 2)
+      scheduledWeight = cast<RepeatOp>(loops[2]);
     for (Operation *op = scheduledForward->getNextNode();
          op != scheduledBackward.getOperation(); op = op->getNextNode())
       for (Value v : op->getOperands())
@@ -759,7 +750,7 @@ struct Emitter {
       if (!v.getDefiningOp() ||
           isa<ParamOp, StateOp, InputOp, IterationOp>(v.getDefiningOp()))
         buffers[v] = tensorHandles[t];
-    if (failed(findScheduledLoops(ops)) || failed(emitOps(body, &ops)))
+    if (failed(findScheduledLoops()) || failed(emitOps(body, &ops)))
       return failure();
     // Posted sends complete before the step ends.
     bool sends = false;

@@ -25,6 +25,19 @@ int64_t loom::codegen::tensorBytes(Type type) {
   return tensor.getNumElements() * ((tensor.getElementTypeBitWidth() + 7) / 8);
 }
 
+SmallVector<Operation *, 3> loom::codegen::scheduledLoops(ModelOp model) {
+  SmallVector<Operation *, 3> loops;
+  if (!model->hasAttr("dist.schedule"))
+    return loops;
+  for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+    if (RepeatOp backward = backwardOf(forward)) {
+      loops = {forward, backward};
+      if (RepeatOp weight = weightPartOf(backward))
+        loops.push_back(weight);
+    }
+  return loops;
+}
+
 int64_t loom::codegen::scheduleSlots(Value stackedResult) {
   auto repeat = dyn_cast_or_null<RepeatOp>(stackedResult.getDefiningOp());
   if (!repeat)
@@ -39,21 +52,15 @@ int64_t loom::codegen::scheduleSlots(Value stackedResult) {
       slots.getInt() >= int64_t(repeat.getCount()) ||
       result.getResultNumber() < carries)
     return 0;
-  // The loops the schedule interleaves, and whether `repeat` is one that
-  // stacks for a later one (the forward, or a split backward's input part).
-  SmallVector<Operation *> loops;
-  for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
-    if (RepeatOp backward = backwardOf(forward)) {
-      loops = {forward, backward};
-      if (RepeatOp weight = weightPartOf(backward))
-        loops.push_back(weight);
-    }
+  // Whether `repeat` is a loop the schedule interleaves that stacks for a
+  // later one (the forward, or a split backward's input part).
+  SmallVector<Operation *, 3> loops = scheduledLoops(model);
   if (loops.empty() || repeat == loops.back() ||
       !llvm::is_contained(loops, repeat.getOperation()))
     return 0;
   unsigned i = result.getResultNumber() - carries;
   Value slice = repeat.getYield().getStacked()[i];
-  if (!slice.getDefiningOp() || !slice.getDefiningOp()->hasAttr("dist.stage"))
+  if (!slice.getDefiningOp() || !dist::stageOf(slice.getDefiningOp()))
     return 0;
   for (Operation *user : stackedResult.getUsers())
     if (!llvm::is_contained(loops, user) || user == repeat.getOperation())
@@ -239,15 +246,9 @@ MemoryPlan loom::codegen::planMemory(Block &block,
     planner.plan.placements[v] = {Placement::Persistent, t};
   // A pipeline schedule's micro-batch loops (the forward, its backward
   // and the backward's weight part) run their iterations interleaved.
-  SmallVector<Operation *> together;
-  if (auto model = dyn_cast<ModelOp>(block.getParentOp());
-      model && model->hasAttr("dist.schedule"))
-    for (RepeatOp forward : block.getOps<RepeatOp>())
-      if (RepeatOp backward = backwardOf(forward)) {
-        together = {forward, backward};
-        if (RepeatOp weight = weightPartOf(backward))
-          together.push_back(weight);
-      }
+  SmallVector<Operation *, 3> together;
+  if (auto model = dyn_cast<ModelOp>(block.getParentOp()))
+    together = scheduledLoops(model);
   // Only a function with the backward runs the schedule (the evaluation
   // runs the forward loop in program order).
   if (!llvm::all_of(together, [&](Operation *op) { return ops.contains(op); }))

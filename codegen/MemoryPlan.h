@@ -11,6 +11,7 @@
 #ifndef LOOM_CODEGEN_MEMORYPLAN_H
 #define LOOM_CODEGEN_MEMORYPLAN_H
 
+#include "dialects/train/TrainDialect.h"
 #include "mlir/IR/Block.h"
 #include "mlir/Support/LLVM.h"
 #include "mlir/IR/Value.h"
@@ -45,6 +46,11 @@ struct PlanFaults {
 
 /// Bytes of a ranked tensor.
 int64_t tensorBytes(mlir::Type type);
+
+/// The micro-batch loops a pipeline schedule (`dist.schedule`) runs
+/// interleaved, in their order in the model: the forward, its backward and
+/// the backward's weight part where it is split; empty without a schedule.
+llvm::SmallVector<mlir::Operation *, 3> scheduledLoops(loom::train::ModelOp model);
 
 /// Under a pipeline schedule (`dist.schedule`, with `dist.schedule_slots`
 /// = K), a stacked result of the micro-batch loops the schedule runs that

@@ -401,7 +401,8 @@ namespace loom {
 
 namespace {
 
-constexpr StringLiteral kStage = "dist.stage";
+using dist::placeOnStage;
+using dist::stageOf;
 
 struct Transfers {
   Transfers(ModelOp model, int64_t ranks) : model(model), ranks(ranks) {}
@@ -415,12 +416,6 @@ struct Transfers {
   DenseMap<Value, SmallVector<int64_t, 2>> where;
   /// The received copy of a value on a stage.
   DenseMap<std::pair<Value, int64_t>, Value> received;
-
-  static std::optional<int64_t> stageOf(Operation *op) {
-    if (auto s = op->getAttrOfType<IntegerAttr>(kStage))
-      return s.getInt();
-    return std::nullopt;
-  }
 
   ArrayRef<int64_t> contributors(Value v) {
     auto it = where.find(v);
@@ -458,16 +453,10 @@ struct Transfers {
     else
       b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
     Location loc = v.getLoc();
-    auto on = [&](int64_t stage) {
-      return b.getDictionaryAttr(
-          b.getNamedAttr("pp", b.getI64IntegerAttr(stage % ranks)));
-    };
     auto send = dist::SendOp::create(b, loc, v, "pp", to % ranks);
-    send->setAttr("dist.on", on(from));
-    send->setAttr(kStage, b.getI64IntegerAttr(from));
+    placeOnStage(send, from, ranks);
     auto recv = dist::RecvOp::create(b, loc, v.getType(), "pp", from % ranks);
-    recv->setAttr("dist.on", on(to));
-    recv->setAttr(kStage, b.getI64IntegerAttr(to));
+    placeOnStage(recv, to, ranks);
     return received[key] = recv.getResult();
   }
 
@@ -655,12 +644,8 @@ struct Transfers {
     }
     // The stage decides the rank (`dist.on`, which the verifier and the
     // code generator read); `dist.stage` stays for the schedule's actions.
-    Builder b(model.getContext());
-    for (Operation *op : staged) {
-      int64_t stage = *stageOf(op);
-      op->setAttr("dist.on", b.getDictionaryAttr(b.getNamedAttr(
-                                 "pp", b.getI64IntegerAttr(stage % ranks))));
-    }
+    for (Operation *op : staged)
+      placeOnStage(op, *stageOf(op), ranks);
     for (RepeatOp forward :
          llvm::to_vector(model.getBody().front().getOps<RepeatOp>()))
       if (RepeatOp backward = backwardOf(forward); backward && !stageOf(forward))
@@ -752,7 +737,6 @@ struct Transfers {
     loop.getBody().takeBody(backward.getBody());
 
     // In the body: each part's accumulation on its stage.
-    Builder attrs(loop.getContext());
     OpBuilder in(yield);
     SmallVector<Value> nexts;
     for (auto [k, next] : llvm::enumerate(yield.getCarries()))
@@ -764,10 +748,7 @@ struct Transfers {
         BlockArgument acc =
             body.insertArgument(at++, part.value.getType(), loc);
         auto sum = AddOp::create(in, loc, acc, part.value);
-        sum->setAttr(kStage, attrs.getI64IntegerAttr(part.stage));
-        sum->setAttr("dist.on",
-                     attrs.getDictionaryAttr(attrs.getNamedAttr(
-                         "pp", attrs.getI64IntegerAttr(part.stage % ranks))));
+        placeOnStage(sum, part.stage, ranks);
         nexts.push_back(sum);
       }
     SmallVector<Value> stackedYields(yield.getStacked());

@@ -39,13 +39,8 @@ using namespace loom::train;
 
 namespace {
 
-constexpr StringLiteral kStage = "dist.stage";
-
-std::optional<int64_t> stageOf(Operation *op) {
-  if (auto s = op->getAttrOfType<IntegerAttr>(kStage))
-    return s.getInt();
-  return std::nullopt;
-}
+using dist::placeOnStage;
+using dist::stageOf;
 
 /// The ops of `body` that `roots` need, roots included.
 DenseSet<Operation *> closure(Block &body, ArrayRef<Operation *> roots) {
@@ -387,10 +382,7 @@ struct DistPipelineSplitBackwardPass
           return failure();
         if (!*stage)
           continue;
-        def->setAttr(kStage, attrs.getI64IntegerAttr(**stage));
-        def->setAttr("dist.on", attrs.getDictionaryAttr(attrs.getNamedAttr(
-                                    "pp", attrs.getI64IntegerAttr(
-                                              **stage % ranks))));
+        placeOnStage(def, **stage, ranks);
       }
     }
 
@@ -400,13 +392,10 @@ struct DistPipelineSplitBackwardPass
     split->first->setAttr("dist.backward", attrs.getStringAttr("input"));
     split->second->setAttr("dist.backward", attrs.getStringAttr("weight"));
     // (The crossing values' stages, read before the original goes.)
-    SmallVector<std::pair<Attribute, Attribute>> crossingStages;
-    for (Value v : split->crossing) {
-      Operation *def = v.getDefiningOp();
-      crossingStages.push_back(
-          def ? std::make_pair(def->getAttr(kStage), def->getAttr("dist.on"))
-              : std::make_pair(Attribute(), Attribute()));
-    }
+    SmallVector<std::optional<int64_t>> crossingStages;
+    for (Value v : split->crossing)
+      crossingStages.push_back(v.getDefiningOp() ? stageOf(v.getDefiningOp())
+                                                 : std::nullopt);
     backward.erase();
 
     // In the weight part, an op of no stage (a sum over stages) reads a
@@ -418,14 +407,13 @@ struct DistPipelineSplitBackwardPass
     OpBuilder b = OpBuilder::atBlockBegin(&weight);
     for (auto [k, stage] : llvm::enumerate(crossingStages)) {
       BlockArgument arg = weight.getArgument(first + k);
-      if (!stage.first || llvm::all_of(arg.getUsers(), [](Operation *user) {
+      if (!stage || llvm::all_of(arg.getUsers(), [](Operation *user) {
             return stageOf(user).has_value();
           }))
         continue;
       auto copy = ScaleOp::create(b, arg.getLoc(), arg.getType(), arg,
                                   b.getF64FloatAttr(1.0));
-      copy->setAttr(kStage, stage.first);
-      copy->setAttr("dist.on", stage.second);
+      placeOnStage(copy, *stage, ranks);
       arg.replaceUsesWithIf(copy.getResult(), [&](OpOperand &use) {
         return use.getOwner() != copy && !stageOf(use.getOwner());
       });

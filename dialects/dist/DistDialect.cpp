@@ -585,3 +585,16 @@ SmallVector<int64_t> ShardOp::getGroupMasks(MeshAttr mesh) {
         llvm::to_vector(cast<ArrayAttr>(list).getAsRange<StringAttr>())));
   return masks;
 }
+
+std::optional<int64_t> loom::dist::stageOf(Operation *op) {
+  if (auto s = op->getAttrOfType<IntegerAttr>("dist.stage"))
+    return s.getInt();
+  return std::nullopt;
+}
+
+void loom::dist::placeOnStage(Operation *op, int64_t stage, int64_t ranks) {
+  Builder b(op->getContext());
+  op->setAttr("dist.stage", b.getI64IntegerAttr(stage));
+  op->setAttr("dist.on", b.getDictionaryAttr(b.getNamedAttr(
+                             "pp", b.getI64IntegerAttr(stage % ranks))));
+}

@@ -28,6 +28,13 @@ namespace loom::dist {
 llvm::Error parseMeshSpec(llvm::StringRef spec,
                           llvm::SmallVectorImpl<std::string> &names,
                           llvm::SmallVectorImpl<int64_t> &sizes);
+
+/// The pipeline stage of an op (its `dist.stage`), if it has one.
+std::optional<int64_t> stageOf(mlir::Operation *op);
+
+/// Puts `op` on pipeline stage `stage` of a pipeline over `ranks` ranks of
+/// the pp axis: `dist.stage`, and `dist.on`, the ranks that run it.
+void placeOnStage(mlir::Operation *op, int64_t stage, int64_t ranks);
 } // namespace loom::dist
 
 #endif // LOOM_DIALECTS_DIST_DISTDIALECT_H

@@ -294,20 +294,14 @@ static int buildExecutable(StringRef cpp, StringRef out) {
   return 0;
 }
 
-/// The schedule --schedule names (built in, or read from CSV) for `pp`
-/// pipeline ranks.
-static llvm::Expected<loom::pipeline::Schedule>
-loadSchedule(int64_t pp, std::vector<std::string> &warnings) {
-  return loom::loadPipelineSchedule(scheduleSpec, pp, microBatches,
-                                    virtualStages, warnings);
-}
-
-/// The schedule of a mesh with `pp` pipeline ranks, checked against the
-/// mesh and --micro-batches (its warnings printed).
+/// The schedule --schedule names (built in, or read from CSV) for a mesh
+/// with `pp` pipeline ranks, checked against the mesh and --micro-batches
+/// (its warnings printed).
 static llvm::Expected<loom::pipeline::Schedule> pipelineSchedule(int64_t pp) {
   std::vector<std::string> warnings;
   llvm::Expected<loom::pipeline::Schedule> schedule =
-      loadSchedule(pp, warnings);
+      loom::loadPipelineSchedule(scheduleSpec, pp, microBatches,
+                                 virtualStages, warnings);
   if (!schedule)
     return schedule.takeError();
   for (const std::string &w : warnings)
@@ -329,14 +323,14 @@ static llvm::Expected<loom::pipeline::Schedule> pipelineSchedule(int64_t pp) {
 /// (built in or read from CSV), and its simulation with the stages' costs
 /// (a backward's input and weight parts each cost the stage's forward).
 static int reportPipeline(ModuleOp module, int64_t pp,
-                          const loom::pipeline::Schedule *schedule,
+                          const loom::pipeline::Schedule &schedule,
                           double &worstBubble, double &firstRankBubble,
                           llvm::json::Object &json) {
   using namespace loom::pipeline;
   OwningOpRef<ModuleOp> forward = module.clone();
   PassManager pm(module.getContext());
   pm.addPass(loom::createDistPipelinePartition(
-      loom::DistPipelinePartitionOptions{meshSpec, schedule->virtualStages,
+      loom::DistPipelinePartitionOptions{meshSpec, schedule.virtualStages,
                                          microBatches, 0, 20.0}));
   if (failed(pm.run(*forward)))
     return 1;
@@ -351,15 +345,15 @@ static int reportPipeline(ModuleOp module, int64_t pp,
     costs.backwardInput.push_back(double(c) / 1e9);
     costs.backwardWeight.push_back(double(c) / 1e9);
   }
-  llvm::Expected<Simulation> sim = simulate(*schedule, costs);
+  llvm::Expected<Simulation> sim = simulate(schedule, costs);
   if (!sim)
     return fail("--schedule=" + scheduleSpec + ": " +
                 llvm::toString(sim.takeError()));
 
   worstBubble = sim->maxBubble();
   firstRankBubble = sim->bubble(0);
-  std::string csv = printScheduleCSV(*schedule);
-  int64_t p = pp, m = microBatches, v = schedule->virtualStages;
+  std::string csv = printScheduleCSV(schedule);
+  int64_t p = pp, m = microBatches, v = schedule.virtualStages;
   int64_t world = 1;
   if (auto parsed = loom::codegen::parseMesh(meshSpec))
     for (int64_t size : parsed->sizes)
@@ -370,19 +364,19 @@ static int reportPipeline(ModuleOp module, int64_t pp,
       "loom report: {0}, {1} ranks ({2}): pipeline of {3} ranks x {4} "
       "virtual stages ({5} stages), {6} micro-batches, schedule {7}\n",
       models.front().getSymName(), world, meshSpec, p, v,
-      schedule->numStages(), m, schedule->name);
+      schedule.numStages(), m, schedule.name);
   llvm::outs() << "  stages (forward GFLOP-equivalents: flops, or bytes at "
                   "20 flops per byte):\n";
   for (auto [s, c] : llvm::enumerate(stageCosts.asArrayRef()))
     llvm::outs() << llvm::formatv("    stage {0} on rank {1}: {2:F3}\n", s,
-                                  schedule->rankOf(s), double(c) / 1e9);
+                                  schedule.rankOf(s), double(c) / 1e9);
   llvm::outs() << "  pipeline bubble per rank (simulated with the stages' "
                   "costs):";
   for (int64_t r = 0; r < p; ++r)
     llvm::outs() << llvm::formatv(" {0:P1}", sim->bubble(r));
   llvm::outs() << llvm::formatv(
       "; equal stages would give {0:P1}\n",
-      schedule->name == "zb"
+      schedule.name == "zb"
           ? double(p - 1) / double(3 * m + p - 1)
           : double(p - 1) / double(v * m + p - 1));
   llvm::outs() << "  peak activations held, in stage micro-batches, per "
@@ -391,14 +385,14 @@ static int reportPipeline(ModuleOp module, int64_t pp,
     llvm::outs() << " " << held;
   llvm::outs() << llvm::formatv("; stage 0 holds at most {0} micro-batches' activations\n",
                                 sim->firstStagePeak);
-  int64_t slots = assignSlots(*schedule).count;
+  int64_t slots = assignSlots(schedule).count;
   llvm::outs() << llvm::formatv(
       "  saved for the backward: {0} micro-batches' worth per stage (slots "
       "reused as micro-batches finish)\n",
       slots);
   llvm::outs() << "  schedule (CSV, as --schedule reads it):\n" << csv;
   if (!scheduleSvg.empty() &&
-      failed(writeFile(scheduleSvg, drawSVG(*schedule, *sim))))
+      failed(writeFile(scheduleSvg, drawSVG(schedule, *sim))))
     return 1;
   {
     llvm::json::Array bubbles, peaks, stagesJson;
@@ -412,7 +406,7 @@ static int reportPipeline(ModuleOp module, int64_t pp,
         {"pipeline_ranks", p},
         {"virtual_stages", v},
         {"micro_batches", m},
-        {"schedule", schedule->name},
+        {"schedule", schedule.name},
         {"stage_costs", std::move(stagesJson)},
         {"bubble_per_rank", std::move(bubbles)},
         {"bubble_fraction", sim->maxBubble()},
@@ -521,7 +515,7 @@ int main(int argc, char **argv) {
   llvm::json::Object pipelineJSON;
   if (pp > 1 && (report || !reportJson.empty())) {
     double worst = 0;
-    if (int rc = reportPipeline(*module, pp, &*schedule, worst,
+    if (int rc = reportPipeline(*module, pp, *schedule, worst,
                                 firstRankBubble, pipelineJSON))
       return rc;
     pipelineBubble = worst;
