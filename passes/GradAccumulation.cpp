@@ -227,6 +227,15 @@ struct TrainGradAccumulationPass
     for (Value p : params)
       cloner.map.map(p, block->addArgument(p.getType(), loc));
     Value total = ce ? block->addArgument(scalar, loc) : Value();
+    // The step counter (a schedule, a dropout seed read in the forward) is
+    // the same in every micro-batch: an invariant of the loop.
+    for (IterationOp iteration : body.getOps<IterationOp>()) {
+      if (iteration->use_empty())
+        continue;
+      invariants.push_back(iteration);
+      cloner.map.map(iteration.getResult(),
+                     block->addArgument(iteration.getType(), loc));
+    }
 
     OpBuilder inner(b.getContext());
     inner.setInsertionPointToEnd(block);

@@ -34,6 +34,13 @@ struct TrainOptimizerPass
     if (output.getGrads().size() != params.size() || params.empty())
       return model.emitOpError("needs its gradients first (run train-autodiff "
                                "before train-optimizer)");
+    // The optimizer declares its own state; a model that declares some
+    // already was written for another optimizer step (or by hand).
+    for (StateOp state : body.getOps<StateOp>())
+      return state.emitOpError("declares optimizer state '")
+             << state.getName()
+             << "' before train-optimizer, which declares the optimizer's "
+                "state itself; remove it from the model";
     Attribute optimizer = model.getOptimizerAttr();
     if (!optimizer)
       return model.emitOpError("has no 'optimizer' attribute (#train.sgd or "

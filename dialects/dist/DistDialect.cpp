@@ -78,6 +78,15 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mesh axis \"" << name.getValue()
                          << "\" appears twice";
   }
+  // Passes keep tables per rank and per axis: the mesh is bounded (and its
+  // rank count fits in 64 bits).
+  int64_t devices = 1;
+  for (int64_t size : sizes) {
+    devices = loom::saturatingMul(devices, size);
+    if (devices > loom::kMaxMeshDevices)
+      return emitError() << "a mesh has at most " << loom::kMaxMeshDevices
+                         << " devices; this one has more";
+  }
   return success();
 }
 
@@ -510,18 +519,17 @@ LogicalResult CollectivePermuteOp::verify() {
   ArrayRef<int64_t> pairs = getPairs();
   if (pairs.size() % 2)
     return emitOpError("pairs must list (source, target) group ranks");
-  SmallVector<bool> source(n, false), target(n, false);
+  llvm::SmallDenseSet<int64_t> source, target;
   for (size_t i = 0; i < pairs.size(); i += 2) {
     int64_t s = pairs[i], t = pairs[i + 1];
     if (s < 0 || s >= n || t < 0 || t >= n)
       return emitOpError("pair (")
              << s << ", " << t << ") names a rank outside a group of " << n;
-    if (source[s] || target[t])
+    if (!source.insert(s).second || !target.insert(t).second)
       return emitOpError("pair (")
              << s << ", " << t
              << ") repeats a source or a target; each rank sends and "
                 "receives at most once";
-    source[s] = target[t] = true;
   }
   return success();
 }

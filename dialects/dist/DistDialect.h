@@ -3,6 +3,7 @@
 #ifndef LOOM_DIALECTS_DIST_DISTDIALECT_H
 #define LOOM_DIALECTS_DIST_DISTDIALECT_H
 
+#include "dialects/common/Bounds.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"

@@ -14,6 +14,7 @@ include "mlir/IR/AttrTypeBase.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "dialects/common/Bounds.td"
 
 def Dist_Dialect : Dialect {
   let name = "dist";
@@ -107,7 +108,7 @@ def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
 }
 
 class Dist_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Dist_Dialect, mnemonic, traits>;
+    : Op<Dist_Dialect, mnemonic, !listconcat([Loom_BoundedShapes], traits)>;
 
 class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Dist_Op<mnemonic, traits # [Pure]> {

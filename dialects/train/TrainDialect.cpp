@@ -155,14 +155,14 @@ int64_t loom::train::detail::defaultFlops(Operation *op) {
 int64_t loom::train::detail::defaultBytesRead(Operation *op) {
   int64_t bytes = 0;
   for (Type type : op->getOperandTypes())
-    bytes += tensorBytes(type);
+    bytes = loom::saturatingAdd(bytes, tensorBytes(type));
   return bytes;
 }
 
 int64_t loom::train::detail::defaultBytesWritten(Operation *op) {
   int64_t bytes = 0;
   for (Type type : op->getResultTypes())
-    bytes += tensorBytes(type);
+    bytes = loom::saturatingAdd(bytes, tensorBytes(type));
   return bytes;
 }
 

@@ -4,6 +4,7 @@
 #define LOOM_DIALECTS_TRAIN_TRAINDIALECT_H
 
 #include "dialects/train/ShardingRule.h"
+#include "dialects/common/Bounds.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Builders.h"

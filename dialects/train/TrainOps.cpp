@@ -159,6 +159,10 @@ LogicalResult RepeatOp::verify() {
   if (block.empty() || !isa<YieldOp>(block.back()))
     return emitOpError("body must end with 'train.yield'");
   int64_t count = getCount();
+  if (count > loom::kMaxRepeatCount)
+    return emitOpError("repeats ")
+           << count << " times; a repeat runs at most " << loom::kMaxRepeatCount
+           << " times";
   SmallVector<Type> expected{IndexType::get(getContext())};
   llvm::append_range(expected, getCarries().getTypes());
   for (auto [i, v] : llvm::enumerate(getStacked())) {
@@ -222,27 +226,27 @@ int64_t RepeatOp::getFlops() {
   int64_t flops = 0;
   getBody().walk([&](CostOpInterface op) {
     if (op->getParentOp() == getOperation())
-      flops += op.getFlops();
+      flops = loom::saturatingAdd(flops, op.getFlops());
   });
-  return flops * getCount();
+  return loom::saturatingMul(flops, getCount());
 }
 
 int64_t RepeatOp::getBytesRead() {
   int64_t bytes = 0;
   getBody().walk([&](CostOpInterface op) {
     if (op->getParentOp() == getOperation())
-      bytes += op.getBytesRead();
+      bytes = loom::saturatingAdd(bytes, op.getBytesRead());
   });
-  return bytes * getCount();
+  return loom::saturatingMul(bytes, getCount());
 }
 
 int64_t RepeatOp::getBytesWritten() {
   int64_t bytes = 0;
   getBody().walk([&](CostOpInterface op) {
     if (op->getParentOp() == getOperation())
-      bytes += op.getBytesWritten();
+      bytes = loom::saturatingAdd(bytes, op.getBytesWritten());
   });
-  return bytes * getCount();
+  return loom::saturatingMul(bytes, getCount());
 }
 
 //===----------------------------------------------------------------------===//
@@ -483,7 +487,8 @@ int64_t MatmulOp::getFlops() {
   RankedTensorType lhs = tensorOf(getLhs());
   int64_t k = lhs.getDimSize(getTransposeLhs() ? lhs.getRank() - 2
                                                : lhs.getRank() - 1);
-  return 2 * result.getNumElements() * k;
+  return loom::saturatingMul(loom::saturatingMul(2, result.getNumElements()),
+                             k);
 }
 
 //===----------------------------------------------------------------------===//
@@ -705,13 +710,16 @@ LogicalResult AttentionOp::buildBackward(OpBuilder &b, ArrayRef<Value> g,
 /// Flops of q k^T and p v: 2 * (2 B H S S D).
 static int64_t attentionFlops(Value q) {
   RankedTensorType t = tensorOf(q);
-  return 4 * t.getNumElements() * t.getDimSize(2);
+  return loom::saturatingMul(loom::saturatingMul(4, t.getNumElements()),
+                             t.getDimSize(2));
 }
 
 int64_t AttentionOp::getFlops() {
   RankedTensorType t = tensorOf(getQ());
-  int64_t scores = t.getNumElements() / t.getDimSize(3) * t.getDimSize(2);
-  return attentionFlops(getQ()) + 5 * scores;
+  int64_t scores =
+      loom::saturatingMul(t.getNumElements() / t.getDimSize(3), t.getDimSize(2));
+  return loom::saturatingAdd(attentionFlops(getQ()),
+                             loom::saturatingMul(5, scores));
 }
 
 int64_t AttentionOp::getBytesWritten() {
@@ -913,10 +921,11 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
     return fail(loc, getOperationName(),
                 "needs one offset and one size per dimension of ", input);
   for (int64_t i = 0; i < input.getRank(); ++i)
-    if (offsets[i] < 0 || sizes[i] < 1 ||
-        offsets[i] + sizes[i] > input.getDimSize(i))
-      return fail(loc, getOperationName(), "box [", offsets[i], ", ",
-                  offsets[i] + sizes[i], ") of dimension ", i,
+    // Compared without adding, which could overflow.
+    if (offsets[i] < 0 || sizes[i] < 1 || sizes[i] > input.getDimSize(i) ||
+        offsets[i] > input.getDimSize(i) - sizes[i])
+      return fail(loc, getOperationName(), "the box at offset ", offsets[i],
+                  " of size ", sizes[i], " in dimension ", i,
                   " is not a non-empty part of [0, ", input.getDimSize(i), ")");
   types.push_back(RankedTensorType::get(sizes, input.getElementType()));
   return success();
@@ -949,7 +958,12 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *,
   for (int64_t i = 0; i < input.getRank(); ++i) {
     if (low[i] < 0 || high[i] < 0)
       return fail(loc, getOperationName(), "padding must be non-negative");
-    shape.push_back(input.getDimSize(i) + low[i] + high[i]);
+    int64_t size = loom::saturatingAdd(
+        loom::saturatingAdd(input.getDimSize(i), low[i]), high[i]);
+    if (size == std::numeric_limits<int64_t>::max())
+      return fail(loc, getOperationName(), "padding of dimension ", i,
+                  " makes it larger than 63 bits");
+    shape.push_back(size);
   }
   types.push_back(RankedTensorType::get(shape, input.getElementType()));
   return success();
@@ -981,8 +995,10 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
       if (d != axis && t.getDimSize(d) != first.getDimSize(d))
         return fail(loc, name, "input #", i, " ", t,
                     " differs from input #0 outside the concatenated axis");
-    shape[axis] += t.getDimSize(axis);
+    shape[axis] = loom::saturatingAdd(shape[axis], t.getDimSize(axis));
   }
+  if (shape[axis] == std::numeric_limits<int64_t>::max())
+    return fail(loc, name, "the concatenated axis is larger than 63 bits");
   types.push_back(RankedTensorType::get(shape, first.getElementType()));
   return success();
 }

@@ -5,6 +5,7 @@
 
 include "dialects/train/TrainBase.td"
 include "dialects/train/TrainInterfaces.td"
+include "dialects/common/Bounds.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/IR/RegionKindInterface.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -27,7 +28,7 @@ def Train_Scalar : 0DTensorOf<[F32]> {
 //===----------------------------------------------------------------------===//
 
 class Train_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Train_Dialect, mnemonic, traits>;
+    : Op<Train_Dialect, mnemonic, !listconcat([Loom_BoundedShapes], traits)>;
 
 // A computation whose result type is inferred in C++ (inferReturnTypes).
 // Unless `kernel` is overridden, the op lowers to its runtime kernel with

@@ -21,6 +21,7 @@
 #include "mlir/Tools/Plugins/PassPlugin.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -270,9 +271,17 @@ static int buildExecutable(StringRef cpp, StringRef out) {
   std::vector<std::string> args = {toolchain->driver, "-O2", "-std=c++17",
                                    "-w", includeFlag,
                                    std::string(source)};
+  bool nvcc = target == Target::Cuda;
+  // A sanitized loomc builds sanitized programs: its runtime needs the
+  // sanitizers' own runtime, and the program is checked as it trains.
+  if (!nvcc) {
+    llvm::SmallVector<StringRef> flags;
+    StringRef(LOOM_PROGRAM_FLAGS).split(flags, ' ', -1, /*KeepEmpty=*/false);
+    for (StringRef flag : flags)
+      args.push_back(flag.str());
+  }
   args.insert(args.end(), toolchain->libraries.begin(),
               toolchain->libraries.end());
-  bool nvcc = target == Target::Cuda;
   args.insert(args.end(), {"-L" LOOM_LLVM_LIBRARY_DIR,
                            std::string(nvcc ? "-Xlinker=-rpath," : "-Wl,-rpath,") +
                                LOOM_LLVM_LIBRARY_DIR,
@@ -292,6 +301,69 @@ static int buildExecutable(StringRef cpp, StringRef out) {
                 (error.empty() ? llvm::Twine("") : ": " + error) +
                 "; the generated C++ is printed by --emit=cpp");
   return 0;
+}
+
+/// Checks that the model's first input has a row for each of
+/// --micro-batches (train-grad-accumulation checks that they divide it),
+/// with the error at that input: a schedule's size grows with them.
+static LogicalResult checkMicroBatches(ModuleOp module) {
+  for (auto model : module.getOps<loom::train::ModelOp>())
+    for (auto input : model.getBody().front().getOps<loom::train::InputOp>()) {
+      auto type = cast<RankedTensorType>(input.getType());
+      if (type.getRank() == 0)
+        return input.emitOpError("is a scalar: there is no batch dimension "
+                                 "to split into micro-batches");
+      if (type.getDimSize(0) < microBatches)
+        return input.emitOpError("has a batch of ")
+               << type.getDimSize(0) << ", fewer rows than the "
+               << int64_t(microBatches)
+               << " micro-batches (--micro-batches) to split it into";
+      break;
+    }
+  return success();
+}
+
+/// A layout that splits nothing over one of its axes would run every rank
+/// of that axis on the whole of the same work: refused, naming the axis.
+/// Whatever splits a value over an axis communicates over it (a gradient's
+/// reduction over dp, a layer's all-reduce over tp), so an axis no
+/// collective names split nothing.
+static LogicalResult checkEveryAxisSplits(ModuleOp module,
+                                          const loom::codegen::Mesh &mesh) {
+  for (auto model : module.getOps<loom::train::ModelOp>()) {
+    llvm::StringSet<> used;
+    model.walk([&](Operation *op) {
+      if (!isa<loom::dist::DistDialect>(op->getDialect()))
+        return;
+      if (auto axes = op->getAttrOfType<ArrayAttr>("axes"))
+        for (Attribute axis : axes)
+          if (auto name = dyn_cast<StringAttr>(axis))
+            used.insert(name.getValue());
+      if (auto axis = op->getAttrOfType<StringAttr>("axis"))
+        used.insert(axis.getValue());
+    });
+    for (auto [axis, size] : llvm::zip(mesh.names, mesh.sizes)) {
+      if (size == 1 || axis == "pp" || used.contains(axis))
+        continue;
+      InFlightDiagnostic diag = model.emitOpError("cannot be split over '")
+                                << axis << "' (--mesh " << meshSpec << "): ";
+      if (axis == "dp")
+        diag << "no input's batch divides into " << size
+             << " parts, so every dp rank would train on the whole batch; "
+                "make the batch (per micro-batch) a multiple of "
+             << size;
+      else if (axis == "tp")
+        diag << "no weight's dimension that tensor parallelism splits (the "
+                "heads, the hidden and feed-forward sizes) divides by "
+             << size
+             << ", so every tp rank would compute the whole model; choose a "
+                "tp that divides them";
+      else
+        diag << "nothing of the model is split over it";
+      return failure();
+    }
+  }
+  return success();
 }
 
 /// The schedule --schedule names (built in, or read from CSV) for a mesh
@@ -459,18 +531,10 @@ int main(int argc, char **argv) {
   for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
     if (axis == "pp")
       pp = size;
-  // A pipeline's schedule, checked before anything is compiled.
-  std::optional<loom::pipeline::Schedule> schedule;
-  if (pp > 1) {
-    llvm::Expected<loom::pipeline::Schedule> s = pipelineSchedule(pp);
-    if (!s)
-      return fail("--schedule=" + scheduleSpec + ": " +
-                  llvm::toString(s.takeError()));
-    schedule = std::move(*s);
-    if (schedule->splitsBackward() && microBatches == 1 && !reportOnly)
-      return fail("--schedule=" + scheduleSpec + ": a backward split into "
-                  "input and weight parts needs --micro-batches above 1");
-  }
+  if (microBatches < 1 || microBatches > loom::kMaxRepeatCount)
+    return fail(llvm::formatv("--micro-batches={0}: expected 1 to {1}",
+                              int64_t(microBatches), loom::kMaxRepeatCount)
+                    .str());
   if (!reportOnly && emit != Emit::MLIR) {
     for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
       if (axis != "dp" && axis != "tp" && axis != "pp" && size > 1)
@@ -508,6 +572,29 @@ int main(int argc, char **argv) {
     return 1;
   if (failed(dumpPhase("0-input.mlir", print(*module))))
     return 1;
+  // A pipeline's schedule, checked before anything is compiled, once the
+  // micro-batches are known to split the model's batch (a schedule's size
+  // grows with them).
+  std::optional<loom::pipeline::Schedule> schedule;
+  if (pp > 1) {
+    if (failed(checkMicroBatches(*module)))
+      return 1;
+    llvm::Expected<loom::pipeline::Schedule> s = pipelineSchedule(pp);
+    if (!s)
+      return fail("--schedule=" + scheduleSpec + ": " +
+                  llvm::toString(s.takeError()));
+    schedule = std::move(*s);
+    if (schedule->splitsBackward() && microBatches == 1 && !reportOnly)
+      return fail("--schedule=" + scheduleSpec + ": a backward split into "
+                  "input and weight parts needs --micro-batches above 1");
+    if (microBatches < 2)
+      return fail(llvm::formatv(
+                      "--mesh {0}: a pipeline needs --micro-batches of at "
+                      "least 2 (its stages overlap only across micro-batches; "
+                      "{1} or more keeps all {1} stages busy)",
+                      meshSpec, pp)
+                      .str());
+  }
   // A pipeline's report starts with its plan: stages, schedule, bubble;
   // the memory and communication per rank follow, from the rank program.
   std::optional<double> pipelineBubble;
@@ -568,7 +655,8 @@ int main(int argc, char **argv) {
                             afterPass, scheduleSpec, microBatches);
     if (!insertError.empty())
       return fail(insertError);
-    if (failed(dist.run(*module)))
+    if (failed(dist.run(*module)) ||
+        failed(checkEveryAxisSplits(*module, config.mesh)))
       return 1;
   }
 

@@ -172,7 +172,7 @@ func.func @transpose_perm(%x: tensor<2x3xf32>) {
 // -----
 
 func.func @slice_box(%x: tensor<4x4xf32>) {
-  // expected-error @+1 {{'train.slice' box [2, 6) of dimension 1 is not a non-empty part of [0, 4)}}
+  // expected-error @+1 {{'train.slice' the box at offset 2 of size 4 in dimension 1 is not a non-empty part of [0, 4)}}
   %0 = train.slice %x offsets [0, 2] sizes [4, 4] : tensor<4x4xf32>
   return
 }
