@@ -229,8 +229,11 @@ struct Planner {
       Value r = rootOf(src);
       if (auto p = persistent.find(r); p != persistent.end())
         plan.placements[alias] = {Placement::Persistent, p->second};
-      else if (plan.placements.count(r))
-        plan.placements[alias] = plan.placements[r];
+      else if (auto it = plan.placements.find(r); it != plan.placements.end()) {
+        // A copy: inserting `alias` may grow the map under a reference.
+        Placement placement = it->second;
+        plan.placements[alias] = placement;
+      }
     }
     return peak;
   }

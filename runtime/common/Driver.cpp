@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Files.h"
 #include "Internal.h"
 #include "ShapeMath.h"
 
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <sstream>
 
 using namespace loomrt;
@@ -140,9 +143,10 @@ Options parseOptions(int argc, char **argv) {
   auto integer = [&](int &i) -> int64_t {
     std::string flag = argv[i], v = value(i);
     char *end = nullptr;
+    errno = 0;
     long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end || n < 0)
-      fail(flag + " needs a non-negative integer, got '" + v + "'");
+    if (v.empty() || *end || n < 0 || errno == ERANGE)
+      fail(flag + " needs a non-negative integer below 2^63, got '" + v + "'");
     return n;
   };
   for (int i = 1; i < argc; ++i) {
@@ -152,6 +156,8 @@ Options parseOptions(int argc, char **argv) {
       std::exit(0);
     } else if (a == "--steps") {
       o.steps = integer(i);
+      if (o.steps < 1)
+        fail("--steps needs at least 1 step, got 0");
     } else if (a == "--eval-every") {
       o.evalEvery = integer(i);
     } else if (a == "--log-every") {
@@ -193,12 +199,7 @@ Options parseOptions(int argc, char **argv) {
 // Safetensors
 //===----------------------------------------------------------------------===//
 
-std::string readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail("cannot open '" + path + "'");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string readFile(const std::string &path) { return readWholeFile(path); }
 
 /// Reads the tensors of `role` (parameters or inputs) from a safetensors
 /// file; each must be there with the model's shape and element type.
@@ -261,12 +262,20 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
     if (!same)
       fail("'" + path + "': tensor '" + d.name +
            "' does not have the model's shape");
+    // data_offsets: [begin, end) of the data section, exactly two integers.
     const llvm::json::Array *offsets = e->getArray("data_offsets");
-    int64_t begin = offsets ? (*offsets)[0].getAsInteger().value_or(-1) : -1;
-    int64_t end = offsets ? (*offsets)[1].getAsInteger().value_or(-1) : -1;
+    if (!offsets || offsets->size() != 2)
+      fail("'" + path + "': tensor '" + d.name +
+           "' needs data_offsets of two integers [begin, end]");
+    int64_t begin = (*offsets)[0].getAsInteger().value_or(-1);
+    int64_t end = (*offsets)[1].getAsInteger().value_or(-1);
     int64_t want = s.numel() * elementBytes(d.dtype);
-    if (begin < 0 || end - begin != want || size_t(end) > dataSize)
-      fail("'" + path + "': tensor '" + d.name + "' has bad data offsets");
+    if (begin < 0 || end < begin || end - begin != want ||
+        uint64_t(end) > dataSize)
+      fail("'" + path + "': tensor '" + d.name + "' has bad data offsets [" +
+           std::to_string(begin) + ", " + std::to_string(end) + "] for " +
+           std::to_string(want) + " bytes in a data section of " +
+           std::to_string(dataSize));
     Shape local = shapeOf(ctx, d.shape);
     if (local.numel() == s.numel()) {
       backend::upload(ctx, ctx->tensors[t], data + begin, want);
@@ -348,16 +357,15 @@ void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
   os.flush();
   while ((text.size() + 8) % 8)
     text.push_back(' ');
-  std::ofstream out(path, std::ios::binary);
-  if (!out)
-    fail("cannot write '" + path + "'");
-  uint64_t size = text.size();
-  out.write(reinterpret_cast<const char *>(&size), 8);
-  out.write(text.data(), std::streamsize(text.size()));
-  for (const std::vector<char> &host : tensors)
-    out.write(host.data(), std::streamsize(host.size()));
-  if (!out)
-    fail("error writing '" + path + "'");
+  // Whole or not at all: a process killed while writing leaves the
+  // previous file (Files.h).
+  writeAtomically(path, [&](const auto &append) {
+    uint64_t size = text.size();
+    append(&size, 8);
+    append(text.data(), text.size());
+    for (const std::vector<char> &host : tensors)
+      append(host.data(), host.size());
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -441,6 +449,20 @@ Data prepareData(loomrt_ctx *ctx, const Options &o) {
          "'labels'");
   if (!lm)
     return data;
+  // Text fills the tokens and the labels only; any other input (a RoPE
+  // table, a mask) would stay zeros and train the model wrong.
+  for (int64_t t = 0; t < p->num_tensors; ++t) {
+    const loomrt_tensor_desc &d = p->tensors[t];
+    if (d.role == LOOMRT_INPUT && int32_t(t) != data.tokens &&
+        int32_t(t) != data.labels)
+      fail(std::string("input '") + d.name +
+           "' is neither 'tokens' nor 'labels': text (" +
+           (o.data.empty() ? std::string("the synthetic text")
+                           : "--data " + o.data) +
+           ") fills only those, and it would stay all zeros; make it a "
+           "parameter or a constant of the model, or give every input with "
+           "--inputs FILE.safetensors");
+  }
   data.text = o.data.empty() ? syntheticText(o.seed) : readFile(o.data);
   Shape s = shapeOf(ctx, p->tensors[data.tokens].shape);
   size_t context = size_t(s.back());
@@ -628,10 +650,24 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
   bool perRank = metricsPath.find("%r") != std::string::npos;
   for (size_t at; (at = metricsPath.find("%r")) != std::string::npos;)
     metricsPath.replace(at, 2, std::to_string(ctx.rank));
+  // Every output path is checked before any work; the metrics stream to
+  // FILE.partial until the run ends.
+  if (!metricsPath.empty() && (lead || perRank))
+    checkWritable(metricsPath, "--metrics");
+  if (!o.exportTo.empty() && lead)
+    checkWritable(o.exportTo, "--export");
+  if (!o.trace.empty()) {
+    std::string tracePath = o.trace;
+    for (size_t at; (at = tracePath.find("%r")) != std::string::npos;)
+      tracePath.replace(at, 2, std::to_string(ctx.rank));
+    checkWritable(tracePath, "--trace");
+  }
+  std::optional<PartialFile> metricsFile;
   std::FILE *metrics = nullptr;
-  if (!metricsPath.empty() && (lead || perRank) &&
-      !(metrics = std::fopen(metricsPath.c_str(), "w")))
-    fail("cannot write '" + metricsPath + "'");
+  if (!metricsPath.empty() && (lead || perRank)) {
+    metricsFile.emplace(metricsPath);
+    metrics = metricsFile->get();
+  }
   if (!lead && !std::freopen("/dev/null", "w", stdout))
     fail("cannot silence the output of rank " + std::to_string(ctx.rank));
   int64_t logEvery = o.logEvery ? o.logEvery : std::max<int64_t>(1, o.steps / 25);
@@ -713,8 +749,8 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
       std::fprintf(metrics, "%s\n", line.c_str());
     }
   }
-  if (metrics)
-    std::fclose(metrics);
+  if (metricsFile)
+    metricsFile->finish();
   if (!o.exportTo.empty())
     exportSafetensors(&ctx, o.exportTo);
   std::printf("loom: done: loss %.4f -> %.4f", firstLoss, lastLoss);
@@ -724,6 +760,15 @@ int loomrt_main(int argc, char **argv, const loomrt_program *program) {
               double(tokensPerStep) * double(o.steps) /
                   std::max(totalSeconds, 1e-9),
               formatBytes(double(ctx.peakBytes)).c_str());
+  // Every buffer goes back before the process ends (the sanitized suite
+  // checks that nothing leaks).
+  release(&ctx, ctx.arena, arenaBytes);
+  for (int64_t t = 0; t < p->num_tensors; ++t) {
+    const loomrt_tensor_desc &d = p->tensors[t];
+    release(&ctx, ctx.tensors[t],
+            shapeOf(&ctx, d.shape).numel() * elementBytes(d.dtype));
+  }
+  ctx.tensors.clear();
   loomrt_finalize(&ctx);
   return 0;
 }

@@ -7,14 +7,23 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Files.h"
 #include "Internal.h"
 
 #include <mpi.h>
 
+#include <signal.h>
+
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
 
 using namespace loomrt;
 
@@ -146,9 +155,9 @@ void loomrt::writeTrace(loomrt_ctx *ctx) {  if (ctx->tracePath.empty())
   std::string path = ctx->tracePath;
   for (size_t at; (at = path.find("%r")) != std::string::npos;)
     path.replace(at, 2, std::to_string(ctx->rank));
-  std::FILE *out = std::fopen(path.c_str(), "w");
-  if (!out)
-    fail("cannot write the trace '" + path + "'");
+  // Streamed to PATH.partial, renamed once complete (Files.h).
+  PartialFile file(path);
+  std::FILE *out = file.get();
   std::fprintf(out, "{\"traceEvents\": [\n");
   std::fprintf(out,
                "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
@@ -166,7 +175,7 @@ void loomrt::writeTrace(loomrt_ctx *ctx) {  if (ctx->tracePath.empty())
                  e.name.c_str(), e.category.c_str(), e.startUs, e.durationUs,
                  ctx->rank, e.thread, (long long)e.bytes);
   std::fprintf(out, "\n]}\n");
-  std::fclose(out);
+  file.finish();
 }
 
 //===----------------------------------------------------------------------===//
@@ -197,6 +206,192 @@ loomrt::Launch loomrt::launchFromEnvironment() {
   return l;
 }
 
+namespace {
+
+/// Bounds a wait that no in-band timeout covers (MPI's start-up, its
+/// finalization): unless disarmed (destroyed) within `seconds`, prints
+/// `message` and ends the process with exit code 1.
+class Watchdog {
+public:
+  Watchdog(double seconds, std::string message)
+      : thread([this, seconds, message = std::move(message)] {
+          std::unique_lock<std::mutex> lock(mutex);
+          if (wake.wait_for(lock, std::chrono::duration<double>(seconds),
+                            [this] { return disarmed; }))
+            return;
+          std::fprintf(stderr, "%s\n", message.c_str());
+          std::fflush(stderr);
+          std::_Exit(1);
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      disarmed = true;
+    }
+    wake.notify_all();
+    thread.join();
+  }
+
+private:
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool disarmed = false;
+  std::thread thread;
+};
+
+/// LOOMRT_FAULT=stop-before-start:R or stop-at-shutdown:R stops the
+/// process of launcher rank R (SIGSTOP) at that point: the tests' fault
+/// hook for a rank that stalls where no collective's timeout watches.
+void faultPoint(const char *point, int rank) {
+  const char *fault = std::getenv("LOOMRT_FAULT");
+  if (!fault)
+    return;
+  std::string spec = fault, prefix = std::string(point) + ":";
+  if (spec.rfind(prefix, 0) == 0 &&
+      std::atoi(spec.c_str() + prefix.size()) == rank)
+    ::raise(SIGSTOP);
+}
+
+/// Tags of the shutdown handshake's messages (below MPI's guaranteed
+/// MPI_TAG_UB of 32767, above the tags collectives use).
+constexpr int kShutdownTag = 32100, kShutdownFailedTag = 32101;
+
+/// Polls `requests` until all complete, `stop()` says to stop waiting, or
+/// the deadline passes; the requests left undone are MPI_REQUEST_NULL-free.
+bool pollUntil(std::vector<MPI_Request> &requests,
+               std::chrono::steady_clock::time_point deadline,
+               const std::function<bool()> &stop = [] { return false; }) {
+  for (;;) {
+    bool all = true;
+    for (MPI_Request &r : requests) {
+      int done = 1;
+      if (r != MPI_REQUEST_NULL)
+        MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+      all &= bool(done);
+    }
+    if (all)
+      return true;
+    if (stop() || std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+/// Before MPI_Finalize, which waits for every rank without a bound: every
+/// rank tells rank 0 it is done and waits for rank 0's answer, each wait
+/// bounded. Rank 0 names the ranks that did not report and tells the
+/// others which one it was, so a rank blocked behind rank 0 names the
+/// stalled rank rather than rank 0; the others blame rank 0 only when it
+/// says nothing for the timeout and a second of grace for its verdict. The messages of a clean shutdown
+/// are empty: the bytes each rank sends stay those of its collectives.
+void shutdownHandshake(loomrt_ctx *ctx) {
+  if (ctx->world == 1)
+    return;
+  using Clock = std::chrono::steady_clock;
+  auto now = Clock::now();
+  auto timeout = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(ctx->timeoutSeconds));
+  auto failWith = [&](const std::string &waitedFor, bool plural) {
+    std::fprintf(stderr,
+                 "loomrt: error: rank %d %s: timed out after %g s at shutdown "
+                 "waiting for %s; %s\n",
+                 ctx->rank, coordsOf(ctx, ctx->rank).c_str(),
+                 ctx->timeoutSeconds, waitedFor.c_str(),
+                 plural ? "they failed or stall" : "it failed or stalls");
+    std::fflush(stderr);
+    std::_Exit(1);
+  };
+  auto name = [&](int r) {
+    return "rank " + std::to_string(r) + " " + coordsOf(ctx, r);
+  };
+  int token = 0;
+  if (ctx->rank != 0) {
+    int stalled = -1;
+    std::vector<MPI_Request> requests(2);
+    MPI_Request failed;
+    MPI_Isend(&token, 0, MPI_INT, 0, kShutdownTag, MPI_COMM_WORLD,
+              &requests[0]);
+    MPI_Irecv(&token, 0, MPI_INT, 0, kShutdownTag, MPI_COMM_WORLD,
+              &requests[1]);
+    MPI_Irecv(&stalled, 1, MPI_INT, 0, kShutdownFailedTag, MPI_COMM_WORLD,
+              &failed);
+    auto told = [&] {
+      int done = 0;
+      MPI_Test(&failed, &done, MPI_STATUS_IGNORE);
+      return bool(done);
+    };
+    if (pollUntil(requests, now + timeout + std::chrono::seconds(1), told)) {
+      MPI_Cancel(&failed);
+      MPI_Request_free(&failed);
+      return;
+    }
+    if (failed == MPI_REQUEST_NULL && stalled >= 0) {
+      std::fprintf(stderr,
+                   "loomrt: error: rank %d %s: at shutdown, rank 0 found that "
+                   "%s failed or stalls\n",
+                   ctx->rank, coordsOf(ctx, ctx->rank).c_str(),
+                   name(stalled).c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    }
+    failWith(name(0), false);
+  }
+  std::vector<int> tokens(size_t(ctx->world));
+  std::vector<MPI_Request> reports;
+  for (int r = 1; r < ctx->world; ++r) {
+    reports.emplace_back();
+    MPI_Irecv(&tokens[size_t(r)], 0, MPI_INT, r, kShutdownTag, MPI_COMM_WORLD,
+              &reports.back());
+  }
+  bool all = pollUntil(reports, now + timeout);
+  std::vector<MPI_Request> answers;
+  std::string missing;
+  int first = -1, count = 0;
+  for (int r = 1; r < ctx->world; ++r)
+    if (reports[size_t(r - 1)] != MPI_REQUEST_NULL) {
+      missing += (count++ ? ", " : "") + name(r);
+      if (first < 0)
+        first = r;
+    }
+  for (int r = 1; r < ctx->world; ++r) {
+    if (reports[size_t(r - 1)] != MPI_REQUEST_NULL)
+      continue;
+    answers.emplace_back();
+    if (all)
+      MPI_Isend(&token, 0, MPI_INT, r, kShutdownTag, MPI_COMM_WORLD,
+                &answers.back());
+    else
+      MPI_Isend(&first, 1, MPI_INT, r, kShutdownFailedTag, MPI_COMM_WORLD,
+                &answers.back());
+  }
+  if (all) {
+    if (!pollUntil(answers, std::chrono::steady_clock::now() + timeout))
+      failWith("the other ranks to take its answer", true);
+    return;
+  }
+  // The ranks that answered learn who did not, then this rank reports.
+  pollUntil(answers, std::chrono::steady_clock::now() +
+                         std::chrono::seconds(1));
+  failWith(missing, count > 1);
+}
+
+/// A task that srun started without PMIx: OpenMPI cannot start there (it
+/// needs PMIx from srun), and says so only in terms of its build.
+void checkLauncher() {
+  bool srunTask = std::getenv("SLURM_PROCID") && std::getenv("SLURM_STEP_ID");
+  bool mpi = std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMIX_RANK");
+  if (srunTask && !mpi) {
+    std::fprintf(stderr,
+                 "loomrt: error: this task was started by srun without PMIx "
+                 "(SLURM_PROCID is set, PMIX_RANK is not); Loom's OpenMPI "
+                 "starts under srun --mpi=pmix (or mpirun)\n");
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+}
+
+} // namespace
+
 extern "C" {
 
 void loomrt_init_mesh(loomrt_ctx *ctx, int32_t numAxes,
@@ -204,7 +399,19 @@ void loomrt_init_mesh(loomrt_ctx *ctx, int32_t numAxes,
   Launch launch = launchFromEnvironment();
   int initialized = 0;
   MPI_Initialized(&initialized);
+  // Start-up waits for every rank, with no bound of MPI's own: bounded by
+  // --timeout here (until MPI is up no rank can tell which one is missing).
+  std::optional<Watchdog> startup;
   if (!initialized) {
+    checkLauncher();
+    faultPoint("stop-before-start", launch.rank);
+    char message[512];
+    std::snprintf(message, sizeof message,
+                  "loomrt: error: launcher rank %d of %d: start-up timed out "
+                  "after %g s: not every rank joined (one failed to start or "
+                  "stalls; which one cannot be known before MPI is up)",
+                  launch.rank, launch.world, ctx->timeoutSeconds);
+    startup.emplace(ctx->timeoutSeconds, message);
     // MPI calls come from the caller's thread and the communication thread.
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
@@ -233,7 +440,7 @@ void loomrt_init_mesh(loomrt_ctx *ctx, int32_t numAxes,
       std::fprintf(stderr,
                    "loomrt: error: the program was compiled for a mesh of %lld "
                    "ranks (%s) but %d were launched; start it with "
-                   "mpirun -n %lld (or srun -n %lld)\n",
+                   "mpirun -n %lld (or srun --mpi=pmix -n %lld)\n",
                    (long long)meshSize, mesh.c_str(), ctx->world,
                    (long long)meshSize, (long long)meshSize);
     MPI_Finalize();
@@ -255,10 +462,20 @@ const char *loomrt_launch_info(int32_t *rank, int32_t *world,
 void loomrt_finalize(loomrt_ctx *ctx) {
   backend::stopMesh(ctx);
   writeTrace(ctx);
+  faultPoint("stop-at-shutdown", ctx->rank);
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized)
+  if (!finalized) {
+    shutdownHandshake(ctx);
+    // Every peer has answered; MPI's own teardown is bounded too.
+    char message[256];
+    std::snprintf(message, sizeof message,
+                  "loomrt: error: rank %d: MPI_Finalize did not finish "
+                  "within %g s",
+                  ctx->rank, ctx->timeoutSeconds);
+    Watchdog finalize(ctx->timeoutSeconds, message);
     MPI_Finalize();
+  }
 }
 
 int32_t loomrt_rank(loomrt_ctx *ctx) { return ctx->rank; }
