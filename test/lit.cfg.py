@@ -12,7 +12,7 @@ config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "loomtest.py", "opcheck.py", "gpt_torch.py",
-                   "check_training.py", "check_pmpi.py", "collectives.cpp",
+                   "check_training.py", "check_pmpi.py", "collectives.cpp", "unit.cpp",
                    "pmpi_count.c", "check_report.py", "check_overlap.py", "grad_accumulation.py", "parity.py", "__pycache__",
                    "compare_losses.py", "run-gpu-tests.sh", "check_fatbin.py", "check_safetensors.py"]
 
@@ -46,7 +46,7 @@ for var in list(config.environment):
 tool_dirs = [os.path.join(config.loom_obj_root, "bin"), config.llvm_tools_dir]
 llvm_config.add_tool_substitutions(
     ["loom-opt", "loomc", "loom-schedule", "loomrt-collectives-test",
-     "loomrt-calibrate"],
+     "loomrt-calibrate", "loomrt-unit-test"],
     tool_dirs)
 
 # The cuda backend: `cuda-build` where it was built (nvcc, cuBLAS and NCCL

@@ -105,6 +105,16 @@ struct Shape {
 
 Shape shapeOf(loomrt_ctx *ctx, int64_t id);
 
+/// The CUDA device a rank uses of the `visible` ones: the only one when the
+/// launcher binds one device per task (srun --gpus-per-task=1, or
+/// CUDA_VISIBLE_DEVICES set per rank), else the rank's local rank on its
+/// node; -1 when the node shows fewer devices than it runs ranks.
+inline int chooseDevice(int visible, int localRank) {
+  if (visible == 1)
+    return 0;
+  return localRank >= 0 && localRank < visible ? localRank : -1;
+}
+
 /// Prints "loomrt: <message>" and exits non-zero.
 [[noreturn]] void fail(const std::string &message);
 

@@ -270,12 +270,13 @@ void loomrt::backend::startMesh(loomrt_ctx *ctx) {
          (status != cudaSuccess ? cudaGetErrorString(status)
                                 : "cudaGetDeviceCount found 0") +
          "); build with --target=host to run on the CPU");
-  if (ctx->world > 1 && ctx->localRank >= count)
+  d.ordinal = chooseDevice(count, ctx->world > 1 ? ctx->localRank : 0);
+  if (d.ordinal < 0)
     fail("rank " + std::to_string(ctx->rank) + " is local rank " +
-         std::to_string(ctx->localRank) + " of its node, which has " +
+         std::to_string(ctx->localRank) + " of its node, which shows it " +
          std::to_string(count) + " CUDA device(s): launch at most " +
-         std::to_string(count) + " ranks per node (one GPU per rank)");
-  d.ordinal = ctx->localRank % count;
+         std::to_string(count) + " ranks per node (one GPU per rank), or "
+         "bind one device per task (srun --gpus-per-task=1)");
   LOOMRT_CUDA(cudaSetDevice(d.ordinal));
   LOOMRT_CUDA(cudaGetDeviceProperties(&d.properties, d.ordinal));
   LOOMRT_CUDA(cudaStreamCreateWithFlags(&d.compute, cudaStreamNonBlocking));
