@@ -14,7 +14,7 @@ config.test_exec_root = os.path.join(config.loom_obj_root, "test")
 config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "loomtest.py", "opcheck.py", "gpt_torch.py",
                    "check_training.py", "check_pmpi.py", "collectives.cpp", "unit.cpp",
                    "pmpi_count.c", "check_report.py", "check_overlap.py", "grad_accumulation.py", "parity.py", "__pycache__",
-                   "compare_losses.py", "run-gpu-tests.sh", "check_fatbin.py", "check_safetensors.py"]
+                   "compare_losses.py", "run-gpu-tests.sh", "check_fatbin.py", "check_safetensors.py", "start-slurm.sh"]
 
 # Every FileCheck variable is local to its CHECK-LABEL block.
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
@@ -74,6 +74,41 @@ else:
     lit_config.note("GPU tests skipped: Loom was built without the cuda backend")
 llvm_config.add_tool_substitutions(
     ["loomrt-collectives-test-cuda", "loomrt-cuda-probe"], tool_dirs)
+
+# Slurm: a one-node cluster of our own (munge, slurmctld, slurmd, started
+# by test/slurm/start-slurm.sh under the build tree and stopped when lit
+# ends) gives the feature `slurm`; where the packages or the daemons are
+# missing, the Slurm tests are reported UNSUPPORTED and why is printed here.
+import atexit
+import shutil
+slurm_dir = os.path.join(config.loom_obj_root, "test", "slurm-cluster")
+if os.environ.get("LOOM_VERIFY_ROUNDTRIP") != "1" and shutil.which("slurmctld"):
+    shutil.rmtree(slurm_dir, ignore_errors=True)
+    try:
+        started = subprocess.run(
+            ["bash", os.path.join(config.loom_src_root, "test", "slurm",
+                                  "start-slurm.sh"), slurm_dir],
+            capture_output=True, text=True, timeout=120)
+        code, why = started.returncode, (started.stdout + started.stderr).strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        code, why = 1, str(e)
+
+    def stop_slurm():
+        for name in ("slurmd.pid", "slurmctld.pid", "munge.pid"):
+            try:
+                with open(os.path.join(slurm_dir, name)) as f:
+                    os.kill(int(f.read().strip()), 15)
+            except (OSError, ValueError):
+                pass
+    atexit.register(stop_slurm)
+    if code == 0:
+        config.available_features.add("slurm")
+        config.environment["SLURM_CONF"] = os.path.join(slurm_dir, "slurm.conf")
+        lit_config.note("Slurm tests run on a one-node cluster in " + slurm_dir)
+    else:
+        lit_config.note("Slurm tests skipped: " + why)
+else:
+    lit_config.note("Slurm tests skipped: slurm-wlm is not installed")
 
 # `--verify-roundtrip` over the whole suite: LOOM_VERIFY_ROUNDTRIP=1 makes every
 # loom-opt invocation also check that its output prints, parses and prints

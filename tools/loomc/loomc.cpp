@@ -590,8 +590,8 @@ int main(int argc, char **argv) {
     if (microBatches < 2)
       return fail(llvm::formatv(
                       "--mesh {0}: a pipeline needs --micro-batches of at "
-                      "least 2 (its stages overlap only across micro-batches; "
-                      "{1} or more keeps all {1} stages busy)",
+                      "least 2 (its stages overlap only across micro-batches, "
+                      "and {1} or more keep every stage busy)",
                       meshSpec, pp)
                       .str());
   }
