@@ -115,6 +115,13 @@ inline int chooseDevice(int visible, int localRank) {
   return localRank >= 0 && localRank < visible ? localRank : -1;
 }
 
+/// MPI tags of the runtime's control messages, above every collective's
+/// (a group's tags are mask * 4096 + sequence, below 2^20 for 8 axes):
+/// the shutdown handshake, and the question a rank that timed out asks the
+/// peer it waited for (what it waits for itself) with its answer.
+constexpr int kShutdownTag = 1 << 20, kShutdownFailedTag = (1 << 20) + 1,
+              kWhoTag = (1 << 20) + 2, kWhoAnswerTag = (1 << 20) + 3;
+
 /// Prints "loomrt: <message>" and exits non-zero.
 [[noreturn]] void fail(const std::string &message);
 

@@ -252,10 +252,6 @@ void faultPoint(const char *point, int rank) {
     ::raise(SIGSTOP);
 }
 
-/// Tags of the shutdown handshake's messages (below MPI's guaranteed
-/// MPI_TAG_UB of 32767, above the tags collectives use).
-constexpr int kShutdownTag = 32100, kShutdownFailedTag = 32101;
-
 /// Polls `requests` until all complete, `stop()` says to stop waiting, or
 /// the deadline passes; the requests left undone are MPI_REQUEST_NULL-free.
 bool pollUntil(std::vector<MPI_Request> &requests,

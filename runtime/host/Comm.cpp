@@ -13,21 +13,150 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 using namespace loomrt;
 
 namespace {
 
+/// The world rank this process waits for in a collective, or -1: what it
+/// answers a peer that timed out waiting for it.
+std::atomic<int> waitingFor{-1};
+
+/// Answers the question a timed-out peer asks (kWhoTag: what do you wait
+/// for?) from a thread of its own, so that a rank blocked in a collective
+/// still answers. Runs while the mesh is up.
+class Responder {
+public:
+  void start() {
+    stopping = false;
+    thread = std::thread([this] { run(); });
+  }
+  void stop() {
+    if (!thread.joinable())
+      return;
+    stopping = true;
+    thread.join();
+  }
+  /// A process that exits with the mesh up (an error) leaves the thread
+  /// to the exit.
+  ~Responder() {
+    if (thread.joinable())
+      thread.detach();
+  }
+
+private:
+  void run() {
+    std::deque<std::pair<MPI_Request, std::unique_ptr<int>>> sent;
+    while (!stopping) {
+      int flag = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, kWhoTag, MPI_COMM_WORLD, &flag, &status);
+      if (flag) {
+        int none = 0;
+        MPI_Recv(&none, 0, MPI_INT, status.MPI_SOURCE, kWhoTag,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        sent.emplace_back(MPI_REQUEST_NULL,
+                          std::make_unique<int>(waitingFor.load()));
+        MPI_Isend(sent.back().second.get(), 1, MPI_INT, status.MPI_SOURCE,
+                  kWhoAnswerTag, MPI_COMM_WORLD, &sent.back().first);
+      }
+      while (!sent.empty()) {
+        int done = 0;
+        MPI_Test(&sent.front().first, &done, MPI_STATUS_IGNORE);
+        if (!done)
+          break;
+        sent.pop_front();
+      }
+      if (!flag)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    for (auto &[request, value] : sent)
+      if (request != MPI_REQUEST_NULL) {
+        MPI_Cancel(&request);
+        MPI_Request_free(&request);
+      }
+  }
+
+  std::thread thread;
+  std::atomic<bool> stopping{false};
+};
+Responder responder;
+
+/// What `rank` waits for (a world rank, or -1 when it waits for no one),
+/// or nothing when it does not answer within `grace` seconds.
+std::optional<int> askWhatItWaitsFor(int rank, double grace) {
+  int none = 0, answer = -1;
+  MPI_Request question, reply;
+  MPI_Isend(&none, 0, MPI_INT, rank, kWhoTag, MPI_COMM_WORLD, &question);
+  MPI_Irecv(&answer, 1, MPI_INT, rank, kWhoAnswerTag, MPI_COMM_WORLD, &reply);
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::duration<double>(grace);
+  for (;;) {
+    int done = 0;
+    MPI_Test(&reply, &done, MPI_STATUS_IGNORE);
+    if (done)
+      return answer;
+    if (std::chrono::steady_clock::now() > deadline)
+      return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+/// Past a wait's deadline: the chain of waits from `peer` to the rank that
+/// does not answer (or waits for no one), asked of each rank in turn, so
+/// the rank named is the one that stalls, not a healthy rank blocked
+/// behind it. Ends the job.
+[[noreturn]] void reportStall(loomrt_ctx *ctx, int peer, const char *what) {
+  auto name = [&](int r) {
+    return "rank " + std::to_string(r) + " " + coordsOf(ctx, r);
+  };
+  std::string chain = name(peer), verdict;
+  std::vector<int> seen = {ctx->rank, peer};
+  int blamed = peer;
+  double grace = std::min(2.0, ctx->timeoutSeconds / 2);
+  for (int hop = 0; hop < ctx->world; ++hop) {
+    std::optional<int> next = askWhatItWaitsFor(blamed, grace);
+    if (!next) {
+      verdict = name(blamed) + " does not answer: it failed or stalls";
+      break;
+    }
+    if (*next < 0) {
+      verdict = name(blamed) +
+                " waits for no rank: it is slow, or stuck outside "
+                "communication";
+      break;
+    }
+    chain += ", which waits for " + name(*next);
+    if (std::find(seen.begin(), seen.end(), *next) != seen.end()) {
+      verdict = "the ranks wait for each other in a cycle";
+      break;
+    }
+    seen.push_back(*next);
+    blamed = *next;
+  }
+  std::fprintf(stderr,
+               "loomrt: error: rank %d %s: timed out after %g s in %s waiting "
+               "for %s; %s\n",
+               ctx->rank, coordsOf(ctx, ctx->rank).c_str(),
+               ctx->timeoutSeconds, what, chain.c_str(), verdict.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
 /// Completes `requests` or, past the deadline, aborts the job naming the
-/// first peer that did not answer.
+/// rank that stalls (reportStall).
 void waitAll(loomrt_ctx *ctx, std::vector<MPI_Request> &requests,
              const std::vector<int> &peers, const char *what) {
   auto deadline = std::chrono::steady_clock::now() +
@@ -42,23 +171,17 @@ void waitAll(loomrt_ctx *ctx, std::vector<MPI_Request> &requests,
       MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
       all &= bool(done);
     }
-    if (all)
+    int peer = -1;
+    for (size_t i = 0; i < requests.size() && peer < 0; ++i)
+      if (requests[i] != MPI_REQUEST_NULL)
+        peer = peers[i];
+    if (all) {
+      waitingFor = -1;
       return;
-    if (std::chrono::steady_clock::now() > deadline) {
-      int peer = -1;
-      for (size_t i = 0; i < requests.size() && peer < 0; ++i)
-        if (requests[i] != MPI_REQUEST_NULL)
-          peer = peers[i];
-      std::fprintf(stderr,
-                   "loomrt: error: rank %d %s: timed out after %g s in %s "
-                   "waiting for rank %d %s; it failed or stalls\n",
-                   ctx->rank, coordsOf(ctx, ctx->rank).c_str(),
-                   ctx->timeoutSeconds, what, peer,
-                   coordsOf(ctx, peer).c_str());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-      std::_Exit(1);
     }
+    waitingFor = peer;
+    if (std::chrono::steady_clock::now() > deadline)
+      reportStall(ctx, peer, what);
     // Give the core away: ranks are often oversubscribed. Yield first
     // (cheap, keeps latency low), sleep once the wait is clearly long.
     if (++spins < 20000)
@@ -279,9 +402,13 @@ CommStream &streamOf(loomrt_ctx *ctx) {
 void loomrt::backend::stopMesh(loomrt_ctx *ctx) {
   ctx->commStream.reset();
   ctx->groups.clear();
+  responder.stop();
 }
 
-void loomrt::backend::startMesh(loomrt_ctx *) {}
+void loomrt::backend::startMesh(loomrt_ctx *ctx) {
+  if (ctx->world > 1)
+    responder.start();
+}
 
 extern "C" {
 
