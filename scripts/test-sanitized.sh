@@ -10,8 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build-sanitized.sh
-# verify_asan_link_order=0: the tests preload the PMPI byte counter.
-export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_odr_violation=0:fast_unwind_on_malloc=0:verify_asan_link_order=0"
+# verify_asan_link_order=0: the tests preload the PMPI byte counter;
+# allocator_may_return_null=1: the runtime reports an allocation that fails.
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_odr_violation=0:fast_unwind_on_malloc=0:verify_asan_link_order=0:allocator_may_return_null=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/sanitizers/lsan.supp:print_suppressions=0"
 status=0

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <new>
 #include <optional>
 #include <sstream>
 
@@ -592,7 +593,21 @@ double evaluate(loomrt_ctx *ctx, const Data &data, int32_t lossIndex) {
 // The training loop
 //===----------------------------------------------------------------------===//
 
+static int train(int argc, char **argv, const loomrt_program *program);
+
 int loomrt_main(int argc, char **argv, const loomrt_program *program) {
+  // What the C++ library throws (memory that cannot be had, a file system
+  // error) is a located error on this rank, not an abort.
+  try {
+    return train(argc, argv, program);
+  } catch (const std::bad_alloc &) {
+    fail("out of memory (a host allocation failed)");
+  } catch (const std::exception &e) {
+    fail(std::string("unexpected error: ") + e.what());
+  }
+}
+
+static int train(int argc, char **argv, const loomrt_program *program) {
   backend::prepareProcess(argv);
   Options o = parseOptions(argc, argv);
   loomrt_ctx ctx;
