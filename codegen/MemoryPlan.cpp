@@ -18,13 +18,6 @@ static int64_t alignUp(int64_t n) {
   return (n + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-int64_t loom::codegen::tensorBytes(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor)
-    return 0;
-  return tensor.getNumElements() * ((tensor.getElementTypeBitWidth() + 7) / 8);
-}
-
 SmallVector<Operation *, 3> loom::codegen::scheduledLoops(ModelOp model) {
   SmallVector<Operation *, 3> loops;
   if (!model->hasAttr("dist.schedule"))

@@ -12,6 +12,7 @@
 #define LOOM_CODEGEN_MEMORYPLAN_H
 
 #include "dialects/train/TrainDialect.h"
+#include "dialects/common/Bounds.h"
 #include "mlir/IR/Block.h"
 #include "mlir/Support/LLVM.h"
 #include "mlir/IR/Value.h"
@@ -44,8 +45,8 @@ struct PlanFaults {
   bool releaseInFlightAtStart = false;
 };
 
-/// Bytes of a ranked tensor.
-int64_t tensorBytes(mlir::Type type);
+/// Bytes of a ranked tensor (the one helper, dialects/common/Bounds.h).
+using loom::tensorBytes;
 
 /// The micro-batch loops a pipeline schedule (`dist.schedule`) runs
 /// interleaved, in their order in the model: the forward, its backward and

@@ -119,8 +119,7 @@ int64_t bucket(Block &block, int64_t cap) {
   }
   for (dist::AllReduceStartOp start : starts) {
     auto type = cast<RankedTensorType>(start.getInputs()[0].getType());
-    int64_t size =
-        type.getNumElements() * int64_t(type.getElementTypeBitWidth() / 8);
+    int64_t size = loom::tensorBytes(type);
     bool fits = !group.empty() && group.front().getAxes() == start.getAxes() &&
                 cast<RankedTensorType>(group.front().getInputs()[0].getType())
                         .getElementType() == type.getElementType() &&

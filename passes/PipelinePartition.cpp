@@ -35,13 +35,6 @@ using namespace loom::train;
 
 namespace {
 
-int64_t bytesOf(Type type) {
-  auto t = dyn_cast<RankedTensorType>(type);
-  if (!t)
-    return 0;
-  return t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
-}
-
 /// A link of the chain the stages cut.
 struct Unit {
   /// The repeat and its iteration, or the run of other ops.
@@ -75,7 +68,7 @@ struct Partitioner {
     op->walk([&](Operation *nested) {
       if (isa<CostOpInterface>(nested))
         for (Value r : nested->getResults())
-          bytes += bytesOf(r.getType());
+          bytes += tensorBytes(r.getType());
     });
     return bytes;
   }
@@ -106,7 +99,7 @@ struct Partitioner {
         int64_t params = 0;
         for (Value s : repeat.getStacked())
           if (isa_and_nonnull<ParamOp>(s.getDefiningOp()))
-            params += bytesOf(s.getType()) / count;
+            params += tensorBytes(s.getType()) / count;
         for (int64_t i = 0; i < count; ++i) {
           Unit layer;
           layer.repeat = repeat;
@@ -124,7 +117,7 @@ struct Partitioner {
       for (Value operand : op.getOperands())
         if (auto param = operand.getDefiningOp<ParamOp>())
           if (counted.insert(param).second)
-            run.paramBytes += bytesOf(param.getType());
+            run.paramBytes += tensorBytes(param.getType());
     }
     closeRun();
   }

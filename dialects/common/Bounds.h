@@ -57,6 +57,17 @@ inline int64_t saturatingAdd(int64_t a, int64_t b) {
   return llvm::AddOverflow(a, b, r) ? std::numeric_limits<int64_t>::max() : r;
 }
 
+/// Bytes of a value of `type`: a ranked tensor's elements times their byte
+/// width, 0 for anything else. The one byte-size helper of the compiler
+/// (passes, the memory plan, the report, the code generator); the
+/// verifiers keep a tensor within kMaxTensorBytes.
+inline int64_t tensorBytes(mlir::Type type) {
+  auto tensor = llvm::dyn_cast<mlir::RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return 0;
+  return tensor.getNumElements() * elementBytes(tensor.getElementType());
+}
+
 /// The byte size of a tensor type with static positive dimensions, or none
 /// when it does not fit in 63 bits.
 inline std::optional<int64_t> checkedTensorBytes(mlir::ShapedType type) {

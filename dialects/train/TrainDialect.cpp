@@ -137,14 +137,6 @@ LogicalResult AdamWAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // Shared helpers
 //===----------------------------------------------------------------------===//
 
-static int64_t tensorBytes(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
-    return 0;
-  return tensor.getNumElements() *
-         ((tensor.getElementTypeBitWidth() + 7) / 8);
-}
-
 int64_t loom::train::detail::defaultFlops(Operation *op) {
   if (op->getNumResults() == 0)
     return 0;
@@ -155,14 +147,14 @@ int64_t loom::train::detail::defaultFlops(Operation *op) {
 int64_t loom::train::detail::defaultBytesRead(Operation *op) {
   int64_t bytes = 0;
   for (Type type : op->getOperandTypes())
-    bytes = loom::saturatingAdd(bytes, tensorBytes(type));
+    bytes = loom::saturatingAdd(bytes, loom::tensorBytes(type));
   return bytes;
 }
 
 int64_t loom::train::detail::defaultBytesWritten(Operation *op) {
   int64_t bytes = 0;
   for (Type type : op->getResultTypes())
-    bytes = loom::saturatingAdd(bytes, tensorBytes(type));
+    bytes = loom::saturatingAdd(bytes, loom::tensorBytes(type));
   return bytes;
 }
 

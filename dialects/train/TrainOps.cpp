@@ -724,8 +724,7 @@ int64_t AttentionOp::getFlops() {
 
 int64_t AttentionOp::getBytesWritten() {
   // The scores are not materialized: only the output is written.
-  return numElements(getResult()) *
-         ((tensorOf(getResult()).getElementTypeBitWidth() + 7) / 8);
+  return loom::tensorBytes(getResult().getType());
 }
 
 LogicalResult CausalMaskOp::verify() {
@@ -780,9 +779,8 @@ LogicalResult EmbeddingOp::buildBackward(OpBuilder &b, ArrayRef<Value> g,
 
 int64_t EmbeddingOp::getBytesRead() {
   // Only the selected rows are read.
-  return detail::defaultBytesWritten(getOperation()) +
-         numElements(getIds()) *
-             ((tensorOf(getIds()).getElementTypeBitWidth() + 7) / 8);
+  return loom::saturatingAdd(detail::defaultBytesWritten(getOperation()),
+                             loom::tensorBytes(getIds().getType()));
 }
 
 LogicalResult EmbeddingGradOp::verify() {

@@ -365,10 +365,19 @@ void shutdownHandshake(loomrt_ctx *ctx) {
       failWith("the other ranks to take its answer", true);
     return;
   }
-  // The ranks that answered learn who did not, then this rank reports.
+  // This rank reports first (the launcher may end the job as soon as any
+  // rank exits), then the ranks that answered learn who did not and say so
+  // in their turn, within a second.
+  std::fprintf(stderr,
+               "loomrt: error: rank 0 %s: timed out after %g s at shutdown "
+               "waiting for %s; %s\n",
+               coordsOf(ctx, 0).c_str(), ctx->timeoutSeconds, missing.c_str(),
+               count > 1 ? "they failed or stall" : "it failed or stalls");
+  std::fflush(stderr);
   pollUntil(answers, std::chrono::steady_clock::now() +
                          std::chrono::seconds(1));
-  failWith(missing, count > 1);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  std::_Exit(1);
 }
 
 /// A task that srun started without PMIx: OpenMPI cannot start there (it
