@@ -3,6 +3,7 @@
 #include "codegen/MemoryPlan.h"
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/dist/PipelineLoops.h"
 #include "dialects/train/Adjoint.h"
 #include "dialects/train/TrainDialect.h"
 
@@ -11,6 +12,8 @@
 using namespace mlir;
 using namespace loom::codegen;
 using namespace loom::train;
+using loom::dist::backwardOf;
+using loom::dist::weightPartOf;
 
 static constexpr int64_t kAlignment = 64;
 

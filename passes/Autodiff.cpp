@@ -2,6 +2,7 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/train/Adjoint.h"
 
 namespace loom {
@@ -15,6 +16,17 @@ using namespace loom::train;
 namespace {
 struct TrainAutodiffPass
     : public loom::impl::TrainAutodiffBase<TrainAutodiffPass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    TrainAutodiffBase::getDependentDialects(registry);
+    // The backward of an op on a pipeline stage runs on that stage: dist
+    // carries its stage through the train dialect's adjoint hook.
+    registry.insert<loom::dist::DistDialect>();
+    registry.addExtension(+[](MLIRContext *, TrainDialect *train,
+                              loom::dist::DistDialect *) {
+      train->addAdjointHook(loom::dist::copyStage);
+    });
+  }
+
   void runOnOperation() override {
     bool failedAny = false;
     getOperation().walk([&](ModelOp model) {

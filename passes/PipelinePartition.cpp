@@ -15,6 +15,7 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/dist/PipelineLoops.h"
 #include "dialects/train/Adjoint.h"
 
 #include "dialects/dist/DistDialect.h"
@@ -32,6 +33,8 @@ namespace loom {
 using namespace mlir;
 using namespace loom;
 using namespace loom::train;
+using loom::dist::backwardOf;
+using loom::dist::weightPartOf;
 
 namespace {
 

@@ -23,6 +23,7 @@
 #include "passes/Passes.h"
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/dist/PipelineLoops.h"
 #include "dialects/train/Adjoint.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
@@ -36,6 +37,8 @@ namespace loom {
 using namespace mlir;
 using namespace loom;
 using namespace loom::train;
+using loom::dist::backwardOf;
+using loom::dist::weightPartOf;
 
 namespace {
 
@@ -389,8 +392,8 @@ struct DistPipelineSplitBackwardPass
     FailureOr<Split> split = splitRepeat(backward, input);
     if (failed(split))
       return failure();
-    split->first->setAttr("dist.backward", attrs.getStringAttr("input"));
-    split->second->setAttr("dist.backward", attrs.getStringAttr("weight"));
+    split->first->setAttr(dist::kBackwardPartAttr, attrs.getStringAttr("input"));
+    split->second->setAttr(dist::kBackwardPartAttr, attrs.getStringAttr("weight"));
     // (The crossing values' stages, read before the original goes.)
     SmallVector<std::optional<int64_t>> crossingStages;
     for (Value v : split->crossing)

@@ -600,6 +600,11 @@ std::optional<int64_t> loom::dist::stageOf(Operation *op) {
   return std::nullopt;
 }
 
+void loom::dist::copyStage(Operation *from, Operation *to) {
+  if (Attribute stage = from->getAttr("dist.stage"))
+    to->setAttr("dist.stage", stage);
+}
+
 void loom::dist::placeOnStage(Operation *op, int64_t stage, int64_t ranks) {
   Builder b(op->getContext());
   op->setAttr("dist.stage", b.getI64IntegerAttr(stage));

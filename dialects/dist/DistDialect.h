@@ -33,6 +33,10 @@ llvm::Error parseMeshSpec(llvm::StringRef spec,
 /// The pipeline stage of an op (its `dist.stage`), if it has one.
 std::optional<int64_t> stageOf(mlir::Operation *op);
 
+/// Gives `to` the pipeline stage of `from`, if it has one: autodiff's hook
+/// (registered by train-autodiff), so a stage runs the backward of its ops.
+void copyStage(mlir::Operation *from, mlir::Operation *to);
+
 /// Puts `op` on pipeline stage `stage` of a pipeline over `ranks` ranks of
 /// the pp axis: `dist.stage`, and `dist.on`, the ranks that run it.
 void placeOnStage(mlir::Operation *op, int64_t stage, int64_t ranks);

@@ -65,17 +65,20 @@ Value loom::train::accumulate(OpBuilder &b, Location loc, Value a, Value v) {
 }
 
 namespace {
-/// Gives the ops a backward rule builds into `block` the discardable
-/// `dist.stage` of the forward op they differentiate: a pipeline stage runs
-/// the backward of its own ops.
-struct StageStamper : public OpBuilder::Listener {
+/// Shows the dialect's adjoint hooks (TrainDialect::addAdjointHook) each op
+/// a backward rule builds into `block`, with the forward op it
+/// differentiates: how another dialect's annotations (a pipeline stage)
+/// reach the backward without this dialect knowing them.
+struct HookCaller : public OpBuilder::Listener {
   Block *block = nullptr;
-  Attribute stage;
+  Operation *forward = nullptr;
+  ArrayRef<TrainDialect::AdjointHook> hooks;
   OpBuilder::Listener *previous = nullptr;
   void notifyOperationInserted(Operation *op,
                                OpBuilder::InsertPoint) override {
-    if (stage && op->getBlock() == block)
-      op->setAttr("dist.stage", stage);
+    if (forward && op->getBlock() == block)
+      for (const TrainDialect::AdjointHook &hook : hooks)
+        hook(forward, op);
     if (previous)
       previous->notifyOperationInserted(op, {});
   }
@@ -86,8 +89,12 @@ LogicalResult
 loom::train::backpropagate(OpBuilder &b, Block &block,
                            const DenseSet<Value> &active,
                            DenseMap<Value, Value> &adjoints) {
-  StageStamper stamper;
+  HookCaller stamper;
   stamper.block = &block;
+  if (auto *train = block.getParentOp()
+                        ->getContext()
+                        ->getLoadedDialect<TrainDialect>())
+    stamper.hooks = train->getAdjointHooks();
   stamper.previous = b.getListener();
   b.setListener(&stamper);
   llvm::scope_exit restore([&] { b.setListener(stamper.previous); });
@@ -109,7 +116,7 @@ loom::train::backpropagate(OpBuilder &b, Block &block,
       needed.push_back(active.contains(v));
     if (llvm::none_of(needed, [](bool n) { return n; }))
       continue;
-    stamper.stage = op.getAttr("dist.stage");
+    stamper.forward = &op;
     auto rule = dyn_cast<BackwardOpInterface>(op);
     if (!rule)
       return op.emitOpError("has no backward rule, but a gradient flows "
@@ -123,7 +130,7 @@ loom::train::backpropagate(OpBuilder &b, Block &block,
              << " operands";
     // Summing contributions is linear: it runs on every rank, where each
     // stage's part is zero off its own rank.
-    stamper.stage = nullptr;
+    stamper.forward = nullptr;
     for (auto [operand, grad, need] :
          llvm::zip(op.getOperands(), operandGrads, needed)) {
       if (!need || !grad)
@@ -329,24 +336,3 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
-static bool isWeightPart(RepeatOp repeat) {
-  auto part = repeat->getAttrOfType<StringAttr>("dist.backward");
-  return part && part.getValue() == "weight";
-}
-
-RepeatOp loom::train::backwardOf(RepeatOp forward) {
-  if (!forward.getSavesCarries() || forward.getReverse() ||
-      forward.getCarries().empty())
-    return {};
-  for (Operation *user : forward.getStackedResults().back().getUsers())
-    if (auto r = dyn_cast<RepeatOp>(user);
-        r && r.getReverse() && r->getBlock() == forward->getBlock() &&
-        !isWeightPart(r))
-      return r;
-  return {};
-}
-
-RepeatOp loom::train::weightPartOf(RepeatOp backward) {
-  auto next = dyn_cast_or_null<RepeatOp>(backward->getNextNode());
-  return next && isWeightPart(next) ? next : RepeatOp();
-}

@@ -43,18 +43,6 @@ mlir::Value accumulate(mlir::OpBuilder &b, mlir::Location loc, mlir::Value a,
 /// A constant zero tensor of `type`.
 mlir::Value zerosLike(mlir::OpBuilder &b, mlir::Location loc, mlir::Type type);
 
-class RepeatOp;
-
-/// The backward of a forward repeat that saves its carries: the reverse
-/// repeat in the same block that reads its saved carries (null if none).
-/// Where the backward is split (`dist-pipeline-split-backward`), its input
-/// part.
-RepeatOp backwardOf(RepeatOp forward);
-
-/// The weight part of a split backward (the repeat right after `backward`
-/// marked `dist.backward = "weight"`), or null.
-RepeatOp weightPartOf(RepeatOp backward);
-
 } // namespace loom::train
 
 #endif // LOOM_DIALECTS_TRAIN_ADJOINT_H

@@ -34,6 +34,26 @@ def Train_Dialect : Dialect {
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
   let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let extraClassDeclaration = [{
+    /// Called by autodiff with a forward op and each op its backward rule
+    /// creates beside it: how a dialect that annotates ops (dist: an op's
+    /// pipeline stage) carries its annotation to the backward, registered
+    /// by that dialect's side (a dialect extension), while this dialect
+    /// knows nothing of it.
+    using AdjointHook = std::function<void(::mlir::Operation *forward,
+                                           ::mlir::Operation *created)>;
+    void addAdjointHook(AdjointHook hook) {
+      adjointHooks.push_back(std::move(hook));
+    }
+    ::llvm::ArrayRef<AdjointHook> getAdjointHooks() const {
+      return adjointHooks;
+    }
+
+  private:
+    ::llvm::SmallVector<AdjointHook, 1> adjointHooks;
+
+  public:
+  }];
 }
 
 //===----------------------------------------------------------------------===//

@@ -18,6 +18,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <functional>
+
 #include "dialects/train/TrainDialect.h.inc"
 #include "dialects/train/TrainEnums.h.inc"
 
