@@ -36,9 +36,9 @@ struct TrainOptimizerPass
                                "before train-optimizer)");
     // The optimizer declares its own state; a model that declares some
     // already was written for another optimizer step (or by hand).
-    for (StateOp state : body.getOps<StateOp>())
-      return state.emitOpError("declares optimizer state '")
-             << state.getName()
+    if (auto states = body.getOps<StateOp>(); !states.empty())
+      return (*states.begin()).emitOpError("declares optimizer state '")
+             << (*states.begin()).getName()
              << "' before train-optimizer, which declares the optimizer's "
                 "state itself; remove it from the model";
     Attribute optimizer = model.getOptimizerAttr();

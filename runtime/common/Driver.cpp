@@ -200,8 +200,6 @@ Options parseOptions(int argc, char **argv) {
 // Safetensors
 //===----------------------------------------------------------------------===//
 
-std::string readFile(const std::string &path) { return readWholeFile(path); }
-
 /// Reads the tensors of `role` (parameters or inputs) from a safetensors
 /// file; each must be there with the model's shape and element type.
 /// The shape of the whole tensor `d` (its own shape unless it is stored as
@@ -228,7 +226,7 @@ ShardIndex blockOf(loomrt_ctx *ctx, const loomrt_tensor_desc &d, int rank) {
 }
 
 void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
-  std::string bytes = readFile(path);
+  std::string bytes = readWholeFile(path);
   if (bytes.size() < 8)
     fail("'" + path + "' is not a safetensors file (too short)");
   uint64_t headerSize = 0;
@@ -464,7 +462,7 @@ Data prepareData(loomrt_ctx *ctx, const Options &o) {
            "parameter or a constant of the model, or give every input with "
            "--inputs FILE.safetensors");
   }
-  data.text = o.data.empty() ? syntheticText(o.seed) : readFile(o.data);
+  data.text = o.data.empty() ? syntheticText(o.seed) : readWholeFile(o.data);
   Shape s = shapeOf(ctx, p->tensors[data.tokens].shape);
   size_t context = size_t(s.back());
   data.trainEnd = data.text.size() * 9 / 10;
