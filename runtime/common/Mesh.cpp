@@ -278,7 +278,7 @@ bool pollUntil(std::vector<MPI_Request> &requests,
 /// bounded. Rank 0 names the ranks that did not report and tells the
 /// others which one it was, so a rank blocked behind rank 0 names the
 /// stalled rank rather than rank 0; the others blame rank 0 only when it
-/// says nothing for the timeout and a second of grace for its verdict. The messages of a clean shutdown
+/// says nothing for twice the timeout. The messages of a clean shutdown
 /// are empty: the bytes each rank sends stay those of its collectives.
 void shutdownHandshake(loomrt_ctx *ctx) {
   if (ctx->world == 1)
@@ -316,7 +316,10 @@ void shutdownHandshake(loomrt_ctx *ctx) {
       MPI_Test(&failed, &done, MPI_STATUS_IGNORE);
       return bool(done);
     };
-    if (pollUntil(requests, now + timeout + std::chrono::seconds(1), told)) {
+    // Rank 0 may reach shutdown up to a timeout after this rank (it
+    // exports, for one) and then waits a timeout for the others: its
+    // verdict comes within twice the timeout, or rank 0 is the one stalled.
+    if (pollUntil(requests, now + 2 * timeout, told)) {
       MPI_Cancel(&failed);
       MPI_Request_free(&failed);
       return;
