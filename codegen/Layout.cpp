@@ -47,8 +47,9 @@ FailureOr<ModelLayout> loom::codegen::layoutModel(ModelOp model) {
   auto add = [&](Value v, TensorEntry entry) {
     entry.type = cast<RankedTensorType>(v.getType());
     Operation *def = v.getDefiningOp();
-    auto global = def->getAttrOfType<DenseI64ArrayAttr>("dist.global_shape");
-    auto groups = def->getAttrOfType<DenseI64ArrayAttr>("dist.shard_groups");
+    dist::DistDialect &attrs = dist::attrs(def);
+    auto global = attrs.getGlobalShapeAttrHelper().getAttr(def);
+    auto groups = attrs.getShardGroupsAttrHelper().getAttr(def);
     if (global && groups) {
       entry.globalShape.assign(global.asArrayRef().begin(),
                                global.asArrayRef().end());

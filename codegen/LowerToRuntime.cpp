@@ -79,7 +79,7 @@ struct Emitter {
 
   Emitter(ModuleOp module, ModelOp model, const ModelLayout &layout)
       : module(module), model(model), layout(layout),
-        mesh(model->getAttrOfType<dist::MeshAttr>("dist.mesh")),
+        mesh(dist::attrs(model).getMeshAttrHelper().getAttr(model)),
         b(module.getContext()) {
     if (!mesh)
       mesh = dist::MeshAttr::get(module.getContext(),
@@ -471,7 +471,9 @@ struct Emitter {
     return llvm::any_of(r.getUsers(), [&](Operation *user) {
       if (isa<YieldOp>(user))
         return !actionStage;
-      return !user->hasAttr("dist.stage") && !user->hasAttr("dist.on");
+      dist::DistDialect &attrs = dist::attrs(user);
+      return !attrs.getStageAttrHelper().isAttrPresent(user) &&
+             !attrs.getOnAttrHelper().isAttrPresent(user);
     });
   }
 
@@ -497,8 +499,9 @@ struct Emitter {
       int64_t axis = mesh.getAxisIndex(entry.getName());
       auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
       if (axis < 0 || !coordinate)
-        return op.emitOpError("has a 'dist.on' entry that names no mesh axis "
-                              "and coordinate: ")
+        return op.emitOpError("has a '")
+               << dist::attrs(&op).getOnAttrHelper().getNameStr()
+               << "' entry that names no mesh axis and coordinate: "
                << entry.getName();
       Value here = call("loomrt_mesh_coord", {ctx, i32(axis)},
                         {b.getI64Type()});
@@ -566,7 +569,7 @@ struct Emitter {
   /// parts where it is split), or of its input part (I) or weight part
   /// (W).
   LogicalResult emitScheduleDriver() {
-    auto csv = model->getAttrOfType<StringAttr>("dist.schedule");
+    auto csv = dist::attrs(model).getScheduleAttrHelper().getAttr(model);
     std::string literal = "\"";
     for (char c : csv.getValue())
       literal += c == '\n' ? std::string("\\n") : std::string(1, c);
@@ -638,7 +641,7 @@ struct Emitter {
       }
       if (scheduledWeight && &op == scheduledWeight.getOperation())
         continue;
-      if (auto on = op.getAttrOfType<DictionaryAttr>("dist.on")) {
+      if (auto on = dist::attrs(&op).getOnAttrHelper().getAttr(&op)) {
         if (failed(emitGuarded(op, on)))
           return failure();
         continue;

@@ -23,7 +23,7 @@ static int64_t alignUp(int64_t n) {
 
 SmallVector<Operation *, 3> loom::codegen::scheduledLoops(ModelOp model) {
   SmallVector<Operation *, 3> loops;
-  if (!model->hasAttr("dist.schedule"))
+  if (!loom::dist::attrs(model).getScheduleAttrHelper().isAttrPresent(model))
     return loops;
   for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
     if (RepeatOp backward = backwardOf(forward)) {
@@ -40,7 +40,7 @@ int64_t loom::codegen::scheduleSlots(Value stackedResult) {
     return 0;
   auto model = dyn_cast<ModelOp>(repeat->getParentOp());
   auto slots =
-      model ? model->getAttrOfType<IntegerAttr>("dist.schedule_slots")
+      model ? loom::dist::attrs(model).getScheduleSlotsAttrHelper().getAttr(model)
             : IntegerAttr();
   auto result = cast<OpResult>(stackedResult);
   size_t carries = repeat.getCarryResults().size();

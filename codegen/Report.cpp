@@ -260,7 +260,7 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
 /// pipeline stage's ops run on its ranks only (`dist.on`).
 static bool runsOnFirstRank(Operation *op) {
   for (; op; op = op->getParentOp())
-    if (auto on = op->getAttrOfType<DictionaryAttr>("dist.on"))
+    if (auto on = loom::dist::attrs(op).getOnAttrHelper().getAttr(op))
       for (NamedAttribute entry : on)
         if (auto c = dyn_cast<IntegerAttr>(entry.getValue()); c && c.getInt())
           return false;
@@ -325,20 +325,15 @@ void Report::addPipelineBubble(double firstRankBubble) {
 }
 
 void Report::readVerification(ModelOp rank) {
-  auto record = rank->getAttrOfType<DictionaryAttr>("dist.verified");
+  auto record = loom::dist::attrs(rank).getVerifiedAttrHelper().getAttr(rank);
   if (!record)
     return;
   Verified v;
-  auto integer = [&](StringRef name) {
-    auto a = record.getAs<IntegerAttr>(name);
-    return a ? a.getInt() : 0;
-  };
-  v.ranks = integer("ranks");
-  v.of = integer("of");
-  v.ops = integer("ops");
-  if (auto axes = record.getAs<ArrayAttr>("class_axes"))
-    for (auto a : axes.getAsRange<StringAttr>())
-      v.classAxes.push_back(a.str());
+  v.ranks = record.getSimulated();
+  v.of = record.getRanks();
+  v.ops = record.getOps();
+  for (auto a : record.getClassAxes().getAsRange<StringAttr>())
+    v.classAxes.push_back(a.str());
   verified = v;
 }
 

@@ -416,9 +416,11 @@ struct Partitioner {
         SmallVector<int64_t> groups;
         for (const Axes &a : dims)
           groups.push_back(mesh.getGroupMask(a));
-        op.setAttr(kGlobalShapeAttr,
-                   DenseI64ArrayAttr::get(ctx, type.getShape()));
-        op.setAttr(kShardGroupsAttr, DenseI64ArrayAttr::get(ctx, groups));
+        dist::DistDialect &attrs = dist::attrs(ctx);
+        attrs.getGlobalShapeAttrHelper().setAttr(
+            &op, DenseI64ArrayAttr::get(ctx, type.getShape()));
+        attrs.getShardGroupsAttrHelper().setAttr(
+            &op, DenseI64ArrayAttr::get(ctx, groups));
         if (failed(setLocalType(v, dims, op.getLoc())))
           return failure();
         continue;
@@ -434,8 +436,8 @@ struct Partitioner {
       return failure();
     fuseReduceScatters();
     model.walk([&](Operation *op) {
-      op->removeAttr(kShardingAttr);
-      op->removeAttr(kArgShardingsAttr);
+      op->removeAttr(dist::attrs(op).getShardingAttrHelper().getName());
+      op->removeAttr(dist::attrs(op).getArgShardingsAttrHelper().getName());
     });
     return success();
   }
@@ -449,7 +451,7 @@ struct DistPartitionPass
   }
   void runOnOperation() override {
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      auto mesh = model->getAttrOfType<dist::MeshAttr>("dist.mesh");
+      auto mesh = dist::attrs(model).getMeshAttrHelper().getAttr(model);
       if (!mesh)
         continue;
       Partitioner p(model, mesh);

@@ -64,12 +64,13 @@ struct DistPipelineSchedulePass
   }
 
   LogicalResult record(ModelOp model) {
-    auto pipelineRecord = model->getAttrOfType<DictionaryAttr>("dist.pipeline");
+    dist::DistDialect &attrs = dist::attrs(model);
+    dist::PipelineAttr pipelineRecord =
+        attrs.getPipelineAttrHelper().getAttr(model);
     if (!pipelineRecord)
       return success();
-    int64_t ranks = pipelineRecord.getAs<IntegerAttr>("ranks").getInt();
-    int64_t virtualStages =
-        pipelineRecord.getAs<IntegerAttr>("virtual_stages").getInt();
+    int64_t ranks = pipelineRecord.getRanks();
+    int64_t virtualStages = pipelineRecord.getVirtualStages();
     std::vector<std::string> warnings;
     llvm::Expected<pipeline::Schedule> s = loadPipelineSchedule(
         schedule, ranks, microBatches, virtualStages, warnings);
@@ -95,9 +96,10 @@ struct DistPipelineSchedulePass
       return success();
     pipeline::Slots slots = pipeline::assignSlots(*s);
     Builder b(model.getContext());
-    model->setAttr("dist.schedule",
-                   b.getStringAttr(pipeline::printDriverCSV(*s, slots)));
-    model->setAttr("dist.schedule_slots", b.getI64IntegerAttr(slots.count));
+    attrs.getScheduleAttrHelper().setAttr(
+        model, b.getStringAttr(pipeline::printDriverCSV(*s, slots)));
+    attrs.getScheduleSlotsAttrHelper().setAttr(
+        model, b.getI64IntegerAttr(slots.count));
     return success();
   }
 };

@@ -149,7 +149,7 @@ struct DistPipelinePartitionPass
       axes.push_back(StringAttr::get(&getContext(), name));
     auto meshAttr = dist::MeshAttr::get(&getContext(), axes, sizes);
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      model->setAttr("dist.mesh", meshAttr);
+      dist::attrs(model).getMeshAttrHelper().setAttr(model, meshAttr);
       if (failed(partition(model, pp)))
         return signalPassFailure();
     }
@@ -250,18 +250,21 @@ struct DistPipelinePartitionPass
     // Record the decision: a stage per op, per layer of a repeat, and the
     // stages that use each parameter (two for a tied embedding).
     Builder b(model.getContext());
+    dist::DistDialect &attrs = dist::attrs(model);
     DenseMap<Operation *, SmallVector<int64_t>> repeatStages;
     DenseMap<Operation *, int64_t> opStage;
     for (auto [u, unit] : llvm::enumerate(p.units)) {
       if (unit.repeat)
         repeatStages[unit.repeat].push_back(stageOf[u]);
       for (Operation *op : unit.ops) {
-        op->setAttr("dist.stage", b.getI64IntegerAttr(stageOf[u]));
+        attrs.getStageAttrHelper().setAttr(op,
+                                           b.getI64IntegerAttr(stageOf[u]));
         opStage[op] = stageOf[u];
       }
     }
     for (auto &[repeat, layerStages] : repeatStages) {
-      repeat->setAttr("dist.stages", b.getDenseI64ArrayAttr(layerStages));
+      attrs.getStagesAttrHelper().setAttr(repeat,
+                                          b.getDenseI64ArrayAttr(layerStages));
       for (int64_t s : layerStages)
         opStage.try_emplace(repeat, s);
     }
@@ -278,7 +281,7 @@ struct DistPipelinePartitionPass
       }
       llvm::sort(used);
       used.erase(llvm::unique(used), used.end());
-      param->setAttr("dist.stages", b.getDenseI64ArrayAttr(used));
+      attrs.getStagesAttrHelper().setAttr(param, b.getDenseI64ArrayAttr(used));
     });
     // Costs are whole flop counts (flops, and bytes at an integral
     // balance); they are recorded as integers.
@@ -287,17 +290,11 @@ struct DistPipelinePartitionPass
       unitCosts.push_back(std::llround(u.cost));
     for (double c : stageCosts)
       wholeStageCosts.push_back(std::llround(c));
-    model->setAttr(
-        "dist.pipeline",
-        b.getDictionaryAttr(
-            {b.getNamedAttr("ranks", b.getI64IntegerAttr(pp)),
-             b.getNamedAttr("virtual_stages",
-                            b.getI64IntegerAttr(int64_t(virtualStages))),
-             b.getNamedAttr("unit_costs", b.getDenseI64ArrayAttr(unitCosts)),
-             b.getNamedAttr("stage_costs",
-                            b.getDenseI64ArrayAttr(wholeStageCosts)),
-             b.getNamedAttr("bottleneck", b.getI64IntegerAttr(std::llround(
-                                              best[stages][n])))}));
+    attrs.getPipelineAttrHelper().setAttr(
+        model, dist::PipelineAttr::get(model.getContext(), pp,
+                                       int64_t(virtualStages), unitCosts,
+                                       wholeStageCosts,
+                                       std::llround(best[stages][n])));
     return success();
   }
 };
@@ -349,10 +346,10 @@ LogicalResult splitRepeat(RepeatOp repeat, ArrayRef<int64_t> stages) {
     auto part = RepeatOp::create(b, loc, repeat.getCarryResults().getTypes(),
                                  TypeRange(), n, false, false, carries,
                                  stacked, repeat.getInvariants());
-    part->setAttr("dist.stage", b.getI64IntegerAttr(stages[first]));
+    auto stage = dist::attrs(part).getStageAttrHelper();
+    stage.setAttr(part, b.getI64IntegerAttr(stages[first]));
     for (Value s : stacked)
-      s.getDefiningOp()->setAttr("dist.stage",
-                                 b.getI64IntegerAttr(stages[first]));
+      stage.setAttr(s.getDefiningOp(), b.getI64IntegerAttr(stages[first]));
     IRMapping map;
     repeat.getBody().cloneInto(&part.getBody(), map);
     Block &body = part.getBodyBlock();
@@ -376,24 +373,24 @@ LogicalResult splitRepeat(RepeatOp repeat, ArrayRef<int64_t> stages) {
 struct DistPipelineSplitPass
     : public loom::impl::DistPipelineSplitBase<DistPipelineSplitPass> {
   void runOnOperation() override {
+    auto layerStages = dist::attrs(&getContext()).getStagesAttrHelper();
     SmallVector<RepeatOp> repeats;
     getOperation().walk([&](RepeatOp repeat) {
-      if (repeat->hasAttr("dist.stages"))
+      if (layerStages.isAttrPresent(repeat))
         repeats.push_back(repeat);
     });
     for (RepeatOp repeat : repeats) {
-      auto stages = repeat->getAttrOfType<DenseI64ArrayAttr>("dist.stages");
-      ArrayRef<int64_t> s = stages.asArrayRef();
+      ArrayRef<int64_t> s = layerStages.getAttr(repeat).asArrayRef();
       if (int64_t(s.size()) != int64_t(repeat.getCount())) {
         repeat.emitOpError("has ")
-            << s.size() << " stages in 'dist.stages' for "
-            << repeat.getCount() << " layers";
+            << s.size() << " stages in '" << layerStages.getNameStr()
+            << "' for " << repeat.getCount() << " layers";
         return signalPassFailure();
       }
       if (llvm::all_equal(s)) {
-        repeat->removeAttr("dist.stages");
-        repeat->setAttr("dist.stage",
-                        Builder(repeat).getI64IntegerAttr(s.front()));
+        layerStages.removeAttr(repeat);
+        dist::attrs(repeat).getStageAttrHelper().setAttr(
+            repeat, Builder(repeat).getI64IntegerAttr(s.front()));
         continue;
       }
       if (failed(splitRepeat(repeat, s)))
@@ -830,8 +827,8 @@ struct Transfers {
 
 /// The model's pipeline ranks, or 0 when it has no pipeline.
 int64_t pipelineOf(ModelOp model) {
-  auto record = model->getAttrOfType<DictionaryAttr>("dist.pipeline");
-  return record ? record.getAs<IntegerAttr>("ranks").getInt() : 0;
+  auto record = dist::attrs(model).getPipelineAttrHelper().getAttr(model);
+  return record ? record.getRanks() : 0;
 }
 
 struct DistPipelineReducePass

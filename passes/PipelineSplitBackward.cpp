@@ -303,12 +303,13 @@ struct DistPipelineSplitBackwardPass
   }
 
   LogicalResult splitModel(ModelOp model) {
-    auto record = model->getAttrOfType<DictionaryAttr>("dist.pipeline");
+    auto pipeline = dist::attrs(model).getPipelineAttrHelper();
+    dist::PipelineAttr record = pipeline.getAttr(model);
     if (!record)
-      return model.emitOpError("has no pipeline (dist.pipeline) whose "
-                               "backward dist-pipeline-split-backward could "
-                               "split");
-    int64_t ranks = record.getAs<IntegerAttr>("ranks").getInt();
+      return model.emitOpError("has no pipeline (")
+             << pipeline.getNameStr()
+             << ") whose backward dist-pipeline-split-backward could split";
+    int64_t ranks = record.getRanks();
     SmallVector<RepeatOp> backwards;
     for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
       if (RepeatOp backward = backwardOf(forward);
@@ -392,8 +393,9 @@ struct DistPipelineSplitBackwardPass
     FailureOr<Split> split = splitRepeat(backward, input);
     if (failed(split))
       return failure();
-    split->first->setAttr(dist::kBackwardPartAttr, attrs.getStringAttr("input"));
-    split->second->setAttr(dist::kBackwardPartAttr, attrs.getStringAttr("weight"));
+    auto part = dist::attrs(backward).getBackwardAttrHelper();
+    part.setAttr(split->first, attrs.getStringAttr("input"));
+    part.setAttr(split->second, attrs.getStringAttr("weight"));
     // (The crossing values' stages, read before the original goes.)
     SmallVector<std::optional<int64_t>> crossingStages;
     for (Value v : split->crossing)

@@ -11,14 +11,16 @@ namespace loom::sharding {
 dist::ShardingAttr getSharding(Value v) {
   if (auto arg = dyn_cast<BlockArgument>(v)) {
     Operation *owner = arg.getOwner()->getParentOp();
-    auto all = owner ? owner->getAttrOfType<ArrayAttr>(kArgShardingsAttr)
+    auto all = owner ? dist::attrs(owner).getArgShardingsAttrHelper().getAttr(
+                           owner)
                      : ArrayAttr();
     if (!all || arg.getArgNumber() == 0 || arg.getArgNumber() > all.size())
       return {};
     return dyn_cast<dist::ShardingAttr>(all[arg.getArgNumber() - 1]);
   }
   auto result = cast<OpResult>(v);
-  auto all = result.getOwner()->getAttrOfType<ArrayAttr>(kShardingAttr);
+  Operation *owner = result.getOwner();
+  auto all = dist::attrs(owner).getShardingAttrHelper().getAttr(owner);
   if (!all || result.getResultNumber() >= all.size())
     return {};
   return dyn_cast<dist::ShardingAttr>(all[result.getResultNumber()]);

@@ -11,16 +11,6 @@ namespace loom::sharding {
 
 using Axes = llvm::SmallVector<mlir::StringAttr>;
 
-/// The attribute names: per result of an op, and per block argument (but
-/// the index) of a train.repeat's body.
-constexpr llvm::StringLiteral kShardingAttr = "dist.sharding";
-constexpr llvm::StringLiteral kArgShardingsAttr = "dist.arg_shardings";
-/// On a parameter or optimizer state stored as a rank's block: the whole
-/// tensor's shape, and per dimension the runtime group that selects the
-/// block (what the runtime needs to initialize, load and export it).
-constexpr llvm::StringLiteral kGlobalShapeAttr = "dist.global_shape";
-constexpr llvm::StringLiteral kShardGroupsAttr = "dist.shard_groups";
-
 /// Gives `dist.all_reduce` a sharding rule (every dimension passes through;
 /// linear in its operand), for the pipeline's all-reduces over pp that
 /// precede dp and tp partitioning.

@@ -542,7 +542,7 @@ struct Propagation {
     });
     // Annotations: the user's, on the values they name.
     WalkResult annotated = model.walk([&](Operation *op) -> WalkResult {
-      auto all = op->getAttrOfType<ArrayAttr>(kShardingAttr);
+      auto all = dist::attrs(op).getShardingAttrHelper().getAttr(op);
       if (!all)
         return WalkResult::advance();
       if (all.size() != op->getNumResults())
@@ -551,8 +551,9 @@ struct Propagation {
       for (auto [r, a] : llvm::zip(op->getResults(), all)) {
         auto sharding = dyn_cast<dist::ShardingAttr>(a);
         if (!sharding || !tracked(r))
-          return op->emitOpError("'dist.sharding' must hold one "
-                                 "#dist.sharding per tensor result");
+          return op->emitOpError("'")
+                 << dist::attrs(op).getShardingAttrHelper().getNameStr()
+                 << "' must hold one #dist.sharding per tensor result";
         if (failed(annotate(r, sharding, op)))
           return WalkResult::interrupt();
       }
@@ -605,13 +606,15 @@ struct Propagation {
         results.push_back(shardingOf(r));
       }
       if (any)
-        op->setAttr(kShardingAttr, ArrayAttr::get(ctx, results));
+        dist::attrs(ctx).getShardingAttrHelper().setAttr(
+            op, ArrayAttr::get(ctx, results));
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         SmallVector<Attribute> args;
         for (BlockArgument a :
              repeat.getBodyBlock().getArguments().drop_front())
           args.push_back(shardingOf(a));
-        op->setAttr(kArgShardingsAttr, ArrayAttr::get(ctx, args));
+        dist::attrs(ctx).getArgShardingsAttrHelper().setAttr(
+            op, ArrayAttr::get(ctx, args));
       }
     });
     for (Value v : mustReduce) {
@@ -629,8 +632,9 @@ struct Propagation {
       auto reduce = dist::AllReduceOp::create(b, v.getLoc(), v,
                                               b.getStrArrayAttr(names), false);
       v.replaceAllUsesExcept(reduce, reduce);
-      reduce->setAttr(kShardingAttr, b.getArrayAttr({dist::ShardingAttr::get(
-                                         ctx, states[v].dims, Axes{})}));
+      dist::attrs(ctx).getShardingAttrHelper().setAttr(
+          reduce, b.getArrayAttr({dist::ShardingAttr::get(
+                      ctx, states[v].dims, Axes{})}));
       ++reductions;
     }
   }
@@ -663,10 +667,10 @@ struct DistShardingPropagationPass
         SmallVector<StringAttr> axes;
         for (const std::string &name : names)
           axes.push_back(StringAttr::get(&getContext(), name));
-        model->setAttr("dist.mesh",
-                       dist::MeshAttr::get(&getContext(), axes, sizes));
+        dist::attrs(model).getMeshAttrHelper().setAttr(
+            model, dist::MeshAttr::get(&getContext(), axes, sizes));
       }
-      auto meshAttr = model->getAttrOfType<dist::MeshAttr>("dist.mesh");
+      auto meshAttr = dist::attrs(model).getMeshAttrHelper().getAttr(model);
       if (!meshAttr)
         continue;
       Propagation p(model, meshAttr);

@@ -27,10 +27,6 @@ using namespace loom::train;
 
 namespace {
 
-constexpr StringLiteral kRanksAttr = "dist.ranks";
-constexpr StringLiteral kOnAttr = "dist.on";
-constexpr StringLiteral kVerifiedAttr = "dist.verified";
-
 /// Whether world rank `rank` of `mesh` runs `op` (and every op around it):
 /// `dist.ranks` lists world ranks, `dist.on` coordinates.
 bool runsOn(Operation *op, dist::MeshAttr mesh, int64_t rank) {
@@ -39,11 +35,12 @@ bool runsOn(Operation *op, dist::MeshAttr mesh, int64_t rank) {
     c[a] = r % mesh.getSizes()[a];
     r /= mesh.getSizes()[a];
   }
+  dist::DistDialect &attrs = dist::attrs(mesh.getContext());
   for (; op; op = op->getParentOp()) {
-    if (auto ranks = op->getAttrOfType<DenseI64ArrayAttr>(kRanksAttr))
+    if (auto ranks = attrs.getRanksAttrHelper().getAttr(op))
       if (!llvm::is_contained(ranks.asArrayRef(), rank))
         return false;
-    if (auto on = op->getAttrOfType<DictionaryAttr>(kOnAttr))
+    if (auto on = attrs.getOnAttrHelper().getAttr(op))
       for (NamedAttribute entry : on) {
         int64_t axis = mesh.getAxisIndex(entry.getName());
         auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
@@ -218,10 +215,11 @@ struct Simulator {
       if (a >= 0)
         axes |= 1u << a;
     };
+    dist::DistDialect &attrs = dist::attrs(model);
     model.walk([&](Operation *op) {
-      if (op->hasAttr(kRanksAttr))
+      if (attrs.getRanksAttrHelper().isAttrPresent(op))
         allAxes = true;
-      if (auto on = op->getAttrOfType<DictionaryAttr>(kOnAttr))
+      if (auto on = attrs.getOnAttrHelper().getAttr(op))
         for (NamedAttribute entry : on)
           addAxis(entry.getName());
       if (auto send = dyn_cast<dist::SendOp>(op))
@@ -406,7 +404,7 @@ struct DistVerifyCommunicationPass
   using Base::Base;
   void runOnOperation() override {
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      auto mesh = model->getAttrOfType<dist::MeshAttr>("dist.mesh");
+      auto mesh = dist::attrs(model).getMeshAttrHelper().getAttr(model);
       if (!mesh)
         continue;
       Simulator sim(model, mesh);
@@ -422,22 +420,19 @@ struct DistVerifyCommunicationPass
       // mesh, the axes that tell their programs apart, the busiest rank's
       // communication ops.
       Builder b(model.getContext());
-      model->setAttr(
-          kVerifiedAttr,
-          b.getDictionaryAttr(
-              {b.getNamedAttr("ranks", b.getI64IntegerAttr(
-                                           sim.simulated.size())),
-               b.getNamedAttr("of", b.getI64IntegerAttr(mesh.getNumRanks())),
-               b.getNamedAttr("class_axes",
-                              b.getStrArrayAttr(sim.classAxes)),
-               b.getNamedAttr("ops", b.getI64IntegerAttr(busiest))}));
+      dist::attrs(model).getVerifiedAttrHelper().setAttr(
+          model, dist::VerifiedAttr::get(
+                     model.getContext(), int64_t(sim.simulated.size()),
+                     mesh.getNumRanks(), b.getStrArrayAttr(sim.classAxes),
+                     busiest));
     }
   }
 };
 
 /// Makes `op` run only on the world ranks `ranks`.
 void restrict(Operation *op, ArrayRef<int64_t> ranks) {
-  op->setAttr(kRanksAttr, DenseI64ArrayAttr::get(op->getContext(), ranks));
+  dist::attrs(op).getRanksAttrHelper().setAttr(
+      op, DenseI64ArrayAttr::get(op->getContext(), ranks));
 }
 
 struct DistInjectCommFaultPass
@@ -445,7 +440,7 @@ struct DistInjectCommFaultPass
   using Base::Base;
   void runOnOperation() override {
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      auto mesh = model->getAttrOfType<dist::MeshAttr>("dist.mesh");
+      auto mesh = dist::attrs(model).getMeshAttrHelper().getAttr(model);
       if (!mesh)
         continue;
       SmallVector<Operation *> collectives;

@@ -29,6 +29,237 @@ void DistDialect::initialize() {
 }
 
 //===----------------------------------------------------------------------===//
+// The discardable attributes
+//===----------------------------------------------------------------------===//
+
+FailureOr<SmallVector<int64_t>> loom::dist::parseIntList(AsmParser &p) {
+  SmallVector<int64_t> values;
+  if (failed(p.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
+        return p.parseInteger(values.emplace_back());
+      })))
+    return failure();
+  return values;
+}
+
+void loom::dist::printIntList(AsmPrinter &p, ArrayRef<int64_t> values) {
+  p << '[';
+  llvm::interleaveComma(values, p);
+  p << ']';
+}
+
+/// The pipeline record of the model that holds `op`, or null.
+static PipelineAttr lookupPipeline(Operation *op) {
+  for (; op; op = op->getParentOp())
+    if (auto pipeline = attrs(op).getPipelineAttrHelper().getAttr(op))
+      return pipeline;
+  return {};
+}
+
+LogicalResult
+DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
+  StringAttr name = attribute.getName();
+  Attribute value = attribute.getValue();
+  auto fail = [&]() {
+    return op->emitOpError("attribute '") << name.getValue() << "' ";
+  };
+  auto nonNegative = [&](ArrayRef<int64_t> values,
+                         StringRef what) -> LogicalResult {
+    for (int64_t v : values)
+      if (v < 0)
+        return fail() << "has a negative " << what << " (" << v << ")";
+    return success();
+  };
+  // Each attribute's type first: the helpers' getAttr would read a
+  // mistyped one as absent.
+  auto typed = [&](auto helper, StringRef type) -> LogicalResult {
+    if (name != helper.getName() || helper.isAttrPresent(op))
+      return success();
+    return fail() << "must be " << type << ", got " << value;
+  };
+  if (failed(typed(getMeshAttrHelper(), "a #dist.mesh")) ||
+      failed(typed(getPipelineAttrHelper(), "a #dist.pipeline")) ||
+      failed(typed(getStageAttrHelper(), "an integer")) ||
+      failed(typed(getStagesAttrHelper(), "an array<i64>")) ||
+      failed(typed(getOnAttrHelper(), "a dictionary")) ||
+      failed(typed(getRanksAttrHelper(), "an array<i64>")) ||
+      failed(typed(getScheduleAttrHelper(), "a string")) ||
+      failed(typed(getScheduleSlotsAttrHelper(), "an integer")) ||
+      failed(typed(getBackwardAttrHelper(), "a string")) ||
+      failed(typed(getShardingAttrHelper(), "an array of #dist.sharding")) ||
+      failed(typed(getArgShardingsAttrHelper(),
+                   "an array of #dist.sharding")) ||
+      failed(typed(getGlobalShapeAttrHelper(), "an array<i64>")) ||
+      failed(typed(getShardGroupsAttrHelper(), "an array<i64>")) ||
+      failed(typed(getVerifiedAttrHelper(), "a #dist.verified")))
+    return failure();
+
+  MeshAttr mesh = MeshAttr::lookup(op);
+  if (name == getMeshAttrHelper().getName() ||
+      name == getPipelineAttrHelper().getName() ||
+      name == getScheduleAttrHelper().getName() ||
+      name == getVerifiedAttrHelper().getName())
+    return success(); // Their own verifiers checked them.
+
+  if (name == getStageAttrHelper().getName() ||
+      name == getStagesAttrHelper().getName()) {
+    SmallVector<int64_t> stages;
+    if (auto stage = getStageAttrHelper().getAttr(op);
+        stage && name == getStageAttrHelper().getName())
+      stages.push_back(stage.getInt());
+    else if (auto list = getStagesAttrHelper().getAttr(op))
+      llvm::append_range(stages, list.asArrayRef());
+    if (failed(nonNegative(stages, "stage")))
+      return failure();
+    if (PipelineAttr pipeline = lookupPipeline(op))
+      for (int64_t stage : stages)
+        if (stage >= pipeline.getNumStages())
+          return fail() << "names stage " << stage << " of a pipeline of "
+                        << pipeline.getNumStages() << " stages";
+    return success();
+  }
+
+  if (name == getOnAttrHelper().getName()) {
+    for (NamedAttribute coordinate : getOnAttrHelper().getAttr(op)) {
+      auto index = dyn_cast<IntegerAttr>(coordinate.getValue());
+      if (!index)
+        return fail() << "maps axis \"" << coordinate.getName().getValue()
+                      << "\" to " << coordinate.getValue()
+                      << ", not to an index";
+      if (!mesh)
+        continue;
+      StringRef axis = coordinate.getName().getValue();
+      if (mesh.getAxisIndex(axis) < 0)
+        return fail() << "names axis \"" << axis << "\", which the mesh "
+                      << mesh << " does not have";
+      if (index.getInt() < 0 || index.getInt() >= mesh.getAxisSize(axis))
+        return fail() << "puts the op at " << axis << " = " << index.getInt()
+                      << ", outside the axis of size "
+                      << mesh.getAxisSize(axis);
+    }
+    return success();
+  }
+
+  if (name == getRanksAttrHelper().getName()) {
+    ArrayRef<int64_t> ranks = getRanksAttrHelper().getAttr(op).asArrayRef();
+    if (failed(nonNegative(ranks, "rank")))
+      return failure();
+    if (mesh)
+      for (int64_t rank : ranks)
+        if (rank >= mesh.getNumRanks())
+          return fail() << "names rank " << rank << " of a mesh of "
+                        << mesh.getNumRanks() << " ranks";
+    return success();
+  }
+
+  if (name == getScheduleSlotsAttrHelper().getName()) {
+    if (getScheduleSlotsAttrHelper().getAttr(op).getInt() < 1)
+      return fail() << "must be at least 1";
+    return success();
+  }
+
+  if (name == getBackwardAttrHelper().getName()) {
+    StringRef part = getBackwardAttrHelper().getAttr(op).getValue();
+    if (part != "input" && part != "weight")
+      return fail() << "must be \"input\" or \"weight\", got \"" << part
+                    << "\"";
+    return success();
+  }
+
+  if (name == getShardingAttrHelper().getName() ||
+      name == getArgShardingsAttrHelper().getName()) {
+    bool results = name == getShardingAttrHelper().getName();
+    auto shardings = cast<ArrayAttr>(value);
+    // A repeat's body lists its block arguments but the first (the index).
+    TypeRange types;
+    if (results)
+      types = op->getResultTypes();
+    else if (op->getNumRegions() == 1 && !op->getRegion(0).empty())
+      types = TypeRange(op->getRegion(0).front().getArguments().drop_front());
+    else
+      return fail() << "is for an op with a body";
+    if (shardings.size() != types.size())
+      return fail() << "lists " << shardings.size() << " shardings for "
+                    << types.size() << (results ? " results" : " arguments");
+    for (auto [sharding, type] : llvm::zip(shardings, types)) {
+      // A unit entry: a result propagation did not reach.
+      if (results && isa<UnitAttr>(sharding))
+        continue;
+      auto attr = dyn_cast<ShardingAttr>(sharding);
+      if (!attr)
+        return fail() << "holds " << sharding << ", not a #dist.sharding";
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      if (mesh && tensor &&
+          failed(attr.verifyFor(tensor, mesh, [&] { return fail(); })))
+        return failure();
+    }
+    return success();
+  }
+
+  if (name == getGlobalShapeAttrHelper().getName() ||
+      name == getShardGroupsAttrHelper().getName()) {
+    auto shape = getGlobalShapeAttrHelper().getAttr(op);
+    auto groups = getShardGroupsAttrHelper().getAttr(op);
+    if (!shape || !groups)
+      return fail() << "comes with '"
+                    << (shape ? getShardGroupsAttrHelper().getNameStr()
+                              : getGlobalShapeAttrHelper().getNameStr())
+                    << "', which the op lacks";
+    if (op->getNumResults() != 1)
+      return fail() << "is for an op with one result";
+    auto tensor = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!tensor || tensor.getRank() != shape.size() ||
+        groups.size() != shape.size())
+      return fail() << "must have one entry per dimension of "
+                    << op->getResult(0).getType();
+    for (auto [whole, local] : llvm::zip(shape.asArrayRef(), tensor.getShape()))
+      if (whole < 1 || local < 1 || whole % local != 0)
+        return fail() << "gives a whole shape that the block "
+                      << op->getResult(0).getType() << " does not divide";
+    if (failed(nonNegative(groups.asArrayRef(), "group")))
+      return failure();
+    return success();
+  }
+
+  return op->emitOpError("has the unknown attribute '")
+         << name.getValue()
+         << "': the dist dialect declares dist.mesh, dist.pipeline, "
+            "dist.stage, dist.stages, dist.on, dist.ranks, dist.schedule, "
+            "dist.schedule_slots, dist.backward, dist.sharding, "
+            "dist.arg_shardings, dist.global_shape, dist.shard_groups and "
+            "dist.verified";
+}
+
+LogicalResult
+PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     int64_t ranks, int64_t virtualStages,
+                     ArrayRef<int64_t> unitCosts, ArrayRef<int64_t> stageCosts,
+                     int64_t bottleneck) {
+  if (ranks < 1 || virtualStages < 1)
+    return emitError() << "needs at least one rank and one stage per rank";
+  if (!stageCosts.empty() &&
+      int64_t(stageCosts.size()) != saturatingMul(ranks, virtualStages))
+    return emitError() << "lists " << stageCosts.size()
+                       << " stage costs for " << ranks << " x "
+                       << virtualStages << " stages";
+  if (llvm::any_of(unitCosts, [](int64_t c) { return c < 0; }) ||
+      llvm::any_of(stageCosts, [](int64_t c) { return c < 0; }) ||
+      bottleneck < 0)
+    return emitError() << "has a negative cost";
+  return success();
+}
+
+LogicalResult
+VerifiedAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                     int64_t simulated, int64_t ranks, ArrayAttr classAxes,
+                     int64_t ops) {
+  if (simulated < 1 || ranks < simulated || ops < 0)
+    return emitError() << "needs 1 <= simulated <= ranks and ops >= 0";
+  if (!llvm::all_of(classAxes, [](Attribute a) { return isa<StringAttr>(a); }))
+    return emitError() << "class_axes must be axis names";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // #dist.mesh
 //===----------------------------------------------------------------------===//
 
@@ -161,7 +392,7 @@ bool MeshAttr::isInDeviceOrder(ArrayRef<StringAttr> axes) const {
 
 MeshAttr MeshAttr::lookup(Operation *op) {
   for (; op; op = op->getParentOp())
-    if (auto mesh = op->getAttrOfType<MeshAttr>("dist.mesh"))
+    if (auto mesh = attrs(op).getMeshAttrHelper().getAttr(op))
       return mesh;
   return {};
 }
@@ -547,7 +778,7 @@ static LogicalResult verifyPeer(Operation *op, StringRef axis, int64_t peer) {
   if (peer < 0 || peer >= size)
     return op->emitOpError("peer ")
            << peer << " is outside axis \"" << axis << "\" of size " << size;
-  if (auto on = op->getAttrOfType<DictionaryAttr>("dist.on"))
+  if (auto on = attrs(op).getOnAttrHelper().getAttr(op))
     if (auto self = on.getAs<IntegerAttr>(axis); self && self.getInt() == peer)
       return op->emitOpError("runs on ")
              << axis << " = " << peer << " and names that rank as its peer";
@@ -595,19 +826,22 @@ SmallVector<int64_t> ShardOp::getGroupMasks(MeshAttr mesh) {
 }
 
 std::optional<int64_t> loom::dist::stageOf(Operation *op) {
-  if (auto s = op->getAttrOfType<IntegerAttr>("dist.stage"))
+  if (auto s = attrs(op).getStageAttrHelper().getAttr(op))
     return s.getInt();
   return std::nullopt;
 }
 
 void loom::dist::copyStage(Operation *from, Operation *to) {
-  if (Attribute stage = from->getAttr("dist.stage"))
-    to->setAttr("dist.stage", stage);
+  auto stage = attrs(from).getStageAttrHelper();
+  if (IntegerAttr s = stage.getAttr(from))
+    stage.setAttr(to, s);
 }
 
 void loom::dist::placeOnStage(Operation *op, int64_t stage, int64_t ranks) {
   Builder b(op->getContext());
-  op->setAttr("dist.stage", b.getI64IntegerAttr(stage));
-  op->setAttr("dist.on", b.getDictionaryAttr(b.getNamedAttr(
-                             "pp", b.getI64IntegerAttr(stage % ranks))));
+  DistDialect &dist = attrs(op);
+  dist.getStageAttrHelper().setAttr(op, b.getI64IntegerAttr(stage));
+  dist.getOnAttrHelper().setAttr(
+      op, b.getDictionaryAttr(
+              b.getNamedAttr("pp", b.getI64IntegerAttr(stage % ranks))));
 }

@@ -14,15 +14,32 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/Support/Error.h"
 
-#include "dialects/dist/DistDialect.h.inc"
+namespace loom::dist {
+/// The `[1, 2, 3]` lists of the dialect's attributes.
+mlir::FailureOr<llvm::SmallVector<int64_t>> parseIntList(mlir::AsmParser &p);
+void printIntList(mlir::AsmPrinter &p, llvm::ArrayRef<int64_t> values);
+} // namespace loom::dist
 
+// The attributes before the dialect, whose helpers return them by value.
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.h.inc"
+
+#include "dialects/dist/DistDialect.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/dist/DistOps.h.inc"
 
 namespace loom::dist {
+/// The dist dialect of `ctx` (loaded if it was not), whose helpers read and
+/// write its discardable attributes with their types:
+/// `dist::attrs(ctx).getStageAttrHelper().setAttr(op, stage)`.
+inline DistDialect &attrs(mlir::MLIRContext *ctx) {
+  return *ctx->getOrLoadDialect<DistDialect>();
+}
+inline DistDialect &attrs(mlir::Operation *op) {
+  return attrs(op->getContext());
+}
+
 /// Parses a mesh written as on loomc's command line, `dp=2,tp=4`, into its
 /// axis names and sizes (each axis once, sizes at least 1). The error says
 /// what is wrong with `spec`, naming it.

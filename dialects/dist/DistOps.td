@@ -33,6 +33,89 @@ def Dist_Dialect : Dialect {
     differ only in those coordinates, in row-major order of them).
   }];
   let useDefaultAttributePrinterParser = 1;
+
+  // The facts one pass leaves in the IR for the next, each with a typed
+  // helper (`DistDialect::getStageAttrHelper()`, ...; `dist::attrs(op)`
+  // reaches the dialect) and checked by `verifyOperationAttribute`. An
+  // attribute named `dist.*` that is not listed here is an error.
+  let hasOperationAttrVerify = 1;
+  let discardableAttrs = (ins
+    // On a train.model (or an enclosing module): the device mesh.
+    "::loom::dist::MeshAttr":$mesh,
+    // On a train.model: how `dist-pipeline-partition` cut it into stages.
+    "::loom::dist::PipelineAttr":$pipeline,
+    // On an op: the pipeline stage that runs it (0-based, virtual stages
+    // counted). On a repeat whose layers span stages, or on a parameter
+    // used by several: the stage of each layer, or the stages that use it.
+    "::mlir::IntegerAttr":$stage,
+    "::mlir::DenseI64ArrayAttr":$stages,
+    // On an op of a rank program: the mesh coordinates (axis = index) of
+    // the ranks that run it; and the world ranks that run it.
+    "::mlir::DictionaryAttr":$on,
+    "::mlir::DenseI64ArrayAttr":$ranks,
+    // On a rank program with a pipeline: its schedule as CSV actions and
+    // the micro-batches in flight at once.
+    "::mlir::StringAttr":$schedule,
+    "::mlir::IntegerAttr":$schedule_slots,
+    // On a micro-batch loop's split backward: "input" or "weight".
+    "::mlir::StringAttr":$backward,
+    // Before dist-partition: per result the #dist.sharding of an op, and
+    // per block argument (but the first) of a repeat's body.
+    "::mlir::ArrayAttr":$sharding,
+    "::mlir::ArrayAttr":$arg_shardings,
+    // On a parameter or optimizer state stored as a rank's block: the
+    // whole tensor's shape, and per dimension the runtime group (mesh-axis
+    // bit mask) that selects the block.
+    "::mlir::DenseI64ArrayAttr":$global_shape,
+    "::mlir::DenseI64ArrayAttr":$shard_groups,
+    // On a rank program: what dist-verify-communication proved.
+    "::loom::dist::VerifiedAttr":$verified
+  );
+}
+
+/// A list of integers written `[1, 2, 3]`.
+def Dist_IntList : ArrayRefParameter<"int64_t", "a list of integers"> {
+  let parser = [{ ::loom::dist::parseIntList($_parser) }];
+  let printer = [{ ::loom::dist::printIntList($_printer, $_self) }];
+}
+
+def Dist_PipelineAttr : AttrDef<Dist_Dialect, "Pipeline"> {
+  let mnemonic = "pipeline";
+  let summary = "How dist-pipeline-partition cut a model into stages";
+  let description = [{
+    `ranks` pipeline ranks (the pp axis) with `virtual_stages` stages each;
+    the predicted cost (FLOP-equivalents) of each unit the partitioner
+    placed and of each stage, and the slowest stage's.
+
+    ```mlir
+    #dist.pipeline<ranks = 2, virtual_stages = 1, unit_costs = [4, 9, 9],
+                   stage_costs = [13, 9], bottleneck = 13>
+    ```
+  }];
+  let parameters = (ins "int64_t":$ranks, "int64_t":$virtual_stages,
+                        Dist_IntList:$unit_costs, Dist_IntList:$stage_costs,
+                        "int64_t":$bottleneck);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Stages in all: ranks x virtual stages.
+    int64_t getNumStages() const { return getRanks() * getVirtualStages(); }
+  }];
+}
+
+def Dist_VerifiedAttr : AttrDef<Dist_Dialect, "Verified"> {
+  let mnemonic = "verified";
+  let summary = "What dist-verify-communication proved about a rank program";
+  let description = [{
+    The rank programs of `simulated` classes of ranks stood for the mesh's
+    `ranks` ranks (ranks that differ only along axes other than
+    `class_axes` run the same program); the busiest issued `ops`
+    communication ops, each matched with its peers in order.
+  }];
+  let parameters = (ins "int64_t":$simulated, "int64_t":$ranks,
+                        "::mlir::ArrayAttr":$class_axes, "int64_t":$ops);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 def Dist_MeshAttr : AttrDef<Dist_Dialect, "Mesh"> {

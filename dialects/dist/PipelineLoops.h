@@ -16,13 +16,10 @@
 
 namespace loom::dist {
 
-/// The attribute dist-pipeline-split-backward puts on the two parts of a
-/// split backward: "input" and "weight".
-inline constexpr llvm::StringLiteral kBackwardPartAttr = "dist.backward";
-
-/// Whether `repeat` is the weight part of a split backward.
+/// Whether `repeat` is the weight part of a split backward (its
+/// `dist.backward`, which dist-pipeline-split-backward sets, is "weight").
 inline bool isWeightPart(train::RepeatOp repeat) {
-  auto part = repeat->getAttrOfType<mlir::StringAttr>(kBackwardPartAttr);
+  auto part = attrs(repeat).getBackwardAttrHelper().getAttr(repeat);
   return part && part.getValue() == "weight";
 }
 

@@ -62,7 +62,8 @@ struct PinShardingPass
       dims[dim].push_back(StringAttr::get(&getContext(), axis));
       auto sharding =
           loom::dist::ShardingAttr::get(&getContext(), dims, ArrayRef<StringAttr>());
-      p->setAttr("dist.sharding", ArrayAttr::get(&getContext(), {sharding}));
+      loom::dist::attrs(p).getShardingAttrHelper().setAttr(
+          p, ArrayAttr::get(&getContext(), {sharding}));
     });
     if (!found) {
       getOperation().emitError("pin-sharding: no parameter named '")

@@ -5,8 +5,8 @@
 // RUN: loom-opt %s --dist-verify-communication | FileCheck %s
 // RUN: loom-opt %s --dist-verify-communication=every-rank=true | FileCheck %s --check-prefix=EVERY
 
-// CHECK: dist.verified = {class_axes = ["pp"], of = 1024 : i64, ops = 3 : i64, ranks = 4 : i64}
-// EVERY: dist.verified = {class_axes = ["pp", "dp", "tp"], of = 1024 : i64, ops = 3 : i64, ranks = 1024 : i64}
+// CHECK: dist.verified = #dist.verified<simulated = 4, ranks = 1024, class_axes = ["pp"], ops = 3>
+// EVERY: dist.verified = #dist.verified<simulated = 1024, ranks = 1024, class_axes = ["pp", "dp", "tp"], ops = 3>
 train.model @pipe attributes {dist.mesh = #dist.mesh<["pp" = 4, "dp" = 16, "tp" = 16]>} {
   %x = train.input "x" : tensor<4x8xf32>
   dist.send %x to "pp" = 1 {dist.on = {pp = 0}} : tensor<4x8xf32>

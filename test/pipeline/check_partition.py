@@ -42,7 +42,7 @@ def model():
 
 
 def ints(text, name):
-    m = re.search(name + r" = array<i64: ([0-9, ]+)>", text)
+    m = re.search(name + r" = \[([0-9, ]+)\]", text)
     return [int(v) for v in m.group(1).split(",")]
 
 

@@ -7,7 +7,7 @@
 // RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2 virtual-stages=2" | FileCheck %s --check-prefix=V2
 // RUN: loom-opt %s --dist-pipeline-partition="mesh=dp=2" | FileCheck %s --check-prefix=NOPP
 
-// PP2: dist.pipeline = {bottleneck = 5248080 : i64, ranks = 2 : i64, stage_costs = array<i64: 4999680, 5248080>, unit_costs = array<i64: 84480, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 332880>, virtual_stages = 1 : i64}
+// PP2: dist.pipeline = #dist.pipeline<ranks = 2, virtual_stages = 1, unit_costs = [84480, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 332880], stage_costs = [4999680, 5248080], bottleneck = 5248080>
 // PP2: train.param "wte" {{.*}}dist.stages = array<i64: 0, 1>
 // PP2: train.param "w_qkv" {{.*}}dist.stages = array<i64: 0, 1>
 // PP2: train.param "lnf_g" {{.*}}dist.stages = array<i64: 1>
@@ -16,13 +16,13 @@
 // PP2: train.layer_norm {{.*}}dist.stage = 1
 // PP2: train.cross_entropy {{.*}}dist.stage = 1
 
-// PP4: stage_costs = array<i64: 2542080, 2457600, 2457600, 2790480>
+// PP4: stage_costs = [2542080, 2457600, 2457600, 2790480]
 // PP4: train.param "wte" {{.*}}dist.stages = array<i64: 0, 3>
 // PP4: train.repeat 8 {{.*}}dist.stages = array<i64: 0, 0, 1, 1, 2, 2, 3, 3>
 // PP4: train.cross_entropy {{.*}}dist.stage = 3
 
-// V2: ranks = 2 : i64, stage_costs = array<i64: 2542080, 2457600, 2457600, 2790480>
-// V2-SAME: virtual_stages = 2
+// V2: #dist.pipeline<ranks = 2, virtual_stages = 2,
+// V2-SAME: stage_costs = [2542080, 2457600, 2457600, 2790480]
 // V2: train.repeat 8 {{.*}}dist.stages = array<i64: 0, 0, 1, 1, 2, 2, 3, 3>
 
 // NOPP-NOT: dist.stage

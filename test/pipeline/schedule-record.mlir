@@ -2,7 +2,7 @@
 // driver's actions with each micro-batch's slot, and the slots a stage
 // needs); 1F1B is the default; GPipe's order is the program order and
 // records nothing; a schedule that cannot complete is refused at the model.
-// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=1f1b" | FileCheck %s --check-prefix=ONE
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=1f1b" | FileCheck %s --check-prefixes=ONE,VERIFIED
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2" | FileCheck %s --check-prefix=ONE
 // RUN: printf '0B0,0F0,0F1,0B1\n1F0,1B0,1F1,1B1\n' > %t.csv
@@ -14,7 +14,9 @@
 // GPIPE-NOT: dist.schedule
 // STUCK: error: 'train.model' op cannot run schedule '{{.*}}.csv': the schedule cannot complete: rank 0 waits to run 0B0, which needs 0F0 (rank 0)
 // COUNT: error: 'train.model' op cannot run schedule '{{.*}}three.csv' of 2 ranks x 1 stages and 3 micro-batches: the pipeline has 2 ranks x 1 stages and 2 micro-batches
-// VERIFIED: dist.verified = {class_axes = ["pp"], of = 2 : i64, ops = 3 : i64, ranks = 2 : i64}
+// Per micro-batch a send and a receive on each rank, and the tied
+// embedding's all-reduce.
+// VERIFIED: dist.verified = #dist.verified<simulated = 2, ranks = 2, class_axes = ["pp"], ops = 5>
 train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %emb = train.param "emb" init(#train.init<normal, 0.1>) : tensor<8x4xf32>
   %w = train.param "w" init(#train.init<normal, 0.1>) : tensor<4x4x4xf32>

@@ -11,7 +11,7 @@
 // With dp too, each stage's batch is split and its gradients reduced over
 // dp, after the pipeline's reduction over pp; one rank per stage still
 // stands for the 4.
-// COMPOSE: dist.verified = {class_axes = ["pp"], of = 4 : i64
+// COMPOSE: dist.verified = #dist.verified<simulated = {{[0-9]+}}, ranks = 4, class_axes = ["pp"]
 
 // SPLIT:      train.embedding {{.*}}{dist.stage = 0 : i64}
 // SPLIT-NEXT: train.slice %{{.*}} offsets [0, 0, 0] sizes [3, 4, 4] {dist.stage = 0 : i64}
@@ -44,7 +44,7 @@
 // The whole pipeline proves the rank program: one representative per stage
 // (a send, a receive, and the stages' gradients and loss reduced over pp in
 // one bucket).
-// VERIFIED: dist.verified = {class_axes = ["pp"], of = 2 : i64, ops = 3 : i64, ranks = 2 : i64}
+// VERIFIED: dist.verified = #dist.verified<simulated = 2, ranks = 2, class_axes = ["pp"], ops = 3>
 train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %emb = train.param "emb" init(#train.init<normal, 0.1>) : tensor<8x4xf32>
   %w = train.param "w" init(#train.init<normal, 0.1>) : tensor<4x4x4xf32>

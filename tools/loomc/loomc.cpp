@@ -409,10 +409,10 @@ static int reportPipeline(ModuleOp module, int64_t pp,
   auto models = llvm::to_vector(forward->getOps<loom::train::ModelOp>());
   if (models.size() != 1)
     return fail("the report needs exactly one 'train.model'");
-  auto record = models.front()->getAttrOfType<DictionaryAttr>("dist.pipeline");
-  auto stageCosts = record.getAs<DenseI64ArrayAttr>("stage_costs");
+  loom::train::ModelOp model = models.front();
+  auto record = loom::dist::attrs(model).getPipelineAttrHelper().getAttr(model);
   Costs costs;
-  for (int64_t c : stageCosts.asArrayRef()) {
+  for (int64_t c : record.getStageCosts()) {
     costs.forward.push_back(double(c) / 1e9);
     costs.backwardInput.push_back(double(c) / 1e9);
     costs.backwardWeight.push_back(double(c) / 1e9);
@@ -439,7 +439,7 @@ static int reportPipeline(ModuleOp module, int64_t pp,
       schedule.numStages(), m, schedule.name);
   llvm::outs() << "  stages (forward GFLOP-equivalents: flops, or bytes at "
                   "20 flops per byte):\n";
-  for (auto [s, c] : llvm::enumerate(stageCosts.asArrayRef()))
+  for (auto [s, c] : llvm::enumerate(record.getStageCosts()))
     llvm::outs() << llvm::formatv("    stage {0} on rank {1}: {2:F3}\n", s,
                                   schedule.rankOf(s), double(c) / 1e9);
   llvm::outs() << "  pipeline bubble per rank (simulated with the stages' "
@@ -472,7 +472,7 @@ static int reportPipeline(ModuleOp module, int64_t pp,
       bubbles.push_back(sim->bubble(r));
       peaks.push_back(sim->peakActivations[r]);
     }
-    for (int64_t c : stageCosts.asArrayRef())
+    for (int64_t c : record.getStageCosts())
       stagesJson.push_back(c);
     json = llvm::json::Object{
         {"pipeline_ranks", p},
