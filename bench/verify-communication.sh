@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 python3 tools/loom-gen/loom-gen.py --preset 175b --batch 64 -o "$tmp/175b.mlir"
 "$OPT" "$tmp/175b.mlir" --loom-pipeline -o "$tmp/step.mlir"
 for mesh in dp=4,tp=16 dp=16,tp=16 dp=64,tp=16; do
-  "$OPT" "$tmp/step.mlir" --dist-sharding-propagation="mesh=$mesh preset=auto" \
+  "$OPT" "$tmp/step.mlir" --dist-mesh="mesh=$mesh" --dist-sharding-propagation="preset=auto" \
     --dist-partition --dist-comm-opt -o "$tmp/rank.mlir"
   for every in false true; do
     seconds=$("$OPT" "$tmp/rank.mlir" \

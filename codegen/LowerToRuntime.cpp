@@ -84,7 +84,7 @@ struct Emitter {
     if (!mesh)
       mesh = dist::MeshAttr::get(module.getContext(),
                                  {StringAttr::get(module.getContext(), "world")},
-                                 {1});
+                                 {1}, {dist::AxisRole::Data});
     MLIRContext *c = module.getContext();
     ctxType = emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_ctx"));
     bufType = emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_buf"));
@@ -580,7 +580,7 @@ struct Emitter {
             emitc::OpaqueType::get(b.getContext(), "const char")),
         literal);
     call("loomrt_pipeline_schedule",
-         {ctx, i32(mesh.getAxisIndex("pp")), text});
+         {ctx, i32(mesh.getAxisIndex(dist::AxisRole::Pipeline)), text});
     Value n = call("loomrt_pipeline_length", {ctx}, {b.getI64Type()});
     Value lb = arith::ConstantIndexOp::create(b, loc(), 0);
     Value ub = arith::IndexCastOp::create(b, loc(), b.getIndexType(), n);

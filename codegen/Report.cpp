@@ -71,38 +71,12 @@ llvm::Expected<Cluster> loom::codegen::readCluster(llvm::StringRef path) {
   return c;
 }
 
-int64_t Mesh::ranks() const {
-  int64_t n = 1;
-  for (int64_t size : sizes)
-    n *= size;
-  return n;
-}
+using loom::dist::AxisRole;
+using loom::dist::MeshAttr;
 
-int64_t Mesh::size(llvm::StringRef axis) const {
-  for (auto [name, size] : llvm::zip(names, sizes))
-    if (name == axis)
-      return size;
-  return 1;
-}
-
-bool Mesh::crossesNodes(llvm::StringRef axis, int64_t devicesPerNode) const {
-  // Devices are numbered row-major over the axes: an axis's group has
-  // stride (the product of the inner axes) and spans size * stride devices.
-  int64_t stride = 1;
-  for (int64_t a = int64_t(names.size()) - 1; a >= 0; --a) {
-    if (names[a] == axis)
-      return sizes[a] > 1 && sizes[a] * stride > devicesPerNode;
-    stride *= sizes[a];
-  }
-  return false;
-}
-
-llvm::Expected<Mesh> loom::codegen::parseMesh(llvm::StringRef spec) {
-  Mesh mesh;
-  if (llvm::Error e = loom::dist::parseMeshSpec(spec, mesh.names, mesh.sizes))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "--" + llvm::toString(std::move(e)));
-  return mesh;
+/// The size of the axis of `role` (1 without a mesh or such an axis).
+static int64_t axisSize(MeshAttr mesh, AxisRole role) {
+  return mesh ? mesh.getSize(role) : 1;
 }
 
 llvm::StringRef loom::codegen::collectiveName(Collective kind) {
@@ -155,19 +129,12 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
   FailureOr<ModelLayout> layout = layoutModel(model);
   if (failed(layout))
     return failure();
-  for (const std::string &axis : config.mesh.names)
-    if (axis != "dp" && axis != "tp" && axis != "pp" &&
-        config.mesh.size(axis) > 1)
-      return model.emitError("the report plans data, tensor and pipeline "
-                             "parallelism (the 'dp', 'tp' and 'pp' axes); "
-                             "mesh axis '")
-             << axis << "' is not modelled";
   Report r;
   r.model = model.getSymName().str();
   r.cluster = cluster;
   r.config = config;
-  r.ranks = config.mesh.ranks();
-  int64_t dp = config.mesh.size("dp");
+  r.ranks = config.mesh ? config.mesh.getNumRanks() : 1;
+  int64_t dp = axisSize(config.mesh, AxisRole::Data);
   bool bf16 = config.precision == Precision::Bf16;
   Block &body = model.getBody().front();
   int64_t batchTokens = 0;
@@ -233,14 +200,16 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
                               cluster->memoryBandwidth);
   }
   if (dp > 1) {
-    CommLine grads{Collective::AllReduce, "dp", dp,
+    StringRef dataAxis = config.mesh.getAxis(AxisRole::Data).getValue();
+    CommLine grads{Collective::AllReduce, dataAxis.str(), dp,
                    collectiveBytesSent(Collective::AllReduce,
                                        double(r.gradientBytes), dp),
                    0.0, "the gradients, once per step"};
     if (cluster)
       grads.seconds = collectiveSeconds(
           Collective::AllReduce, double(r.gradientBytes), dp,
-          config.mesh.crossesNodes("dp", cluster->devicesPerNode), *cluster);
+          config.mesh.crossesNodes(dataAxis, cluster->devicesPerNode),
+          *cluster);
     r.communication.push_back(grads);
   }
   if (cluster && seconds > 0) {
@@ -364,7 +333,7 @@ static int64_t ringAllReduceBytes(int64_t n, int64_t size, int64_t rank) {
 
 
 std::vector<CommLine>
-loom::codegen::countCommunication(ModelOp rankProgram, const Mesh &mesh,
+loom::codegen::countCommunication(ModelOp rankProgram, MeshAttr mesh,
                                   const std::optional<Cluster> &cluster) {
   std::vector<CommLine> lines;
   rankProgram.walk([&](Operation *op) {
@@ -393,11 +362,11 @@ loom::codegen::countCommunication(ModelOp rankProgram, const Mesh &mesh,
                     : cast<ArrayAttr>(op->getAttr("axes"));
     std::string axis;
     int64_t size = 1;
-    for (const std::string &name : mesh.names)
+    for (auto [name, n] : llvm::zip(mesh.getNames(), mesh.getSizes()))
       for (StringRef a : axes.getAsValueRange<StringAttr>())
-        if (a == name) {
-          axis += (axis.empty() ? "" : "+") + name;
-          size *= mesh.size(name);
+        if (a == name.getValue()) {
+          axis += (axis.empty() ? "" : "+") + name.getValue().str();
+          size *= n;
         }
     int64_t times = 1;
     for (Operation *p = op->getParentOp(); p && p != rankProgram;
@@ -468,8 +437,10 @@ llvm::json::Value Report::toJSON() const {
                                              {"what", c.what}});
   }
   llvm::json::Object mesh;
-  for (auto [name, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
-    mesh[name] = size;
+  if (config.mesh)
+    for (auto [name, size] :
+         llvm::zip(config.mesh.getNames(), config.mesh.getSizes()))
+      mesh[name.getValue()] = size;
   llvm::json::Object out{{"model", model},
                          {"ranks", ranks},
                          {"parameter_count", parameterCount},
@@ -516,16 +487,11 @@ static std::string gigabytes(int64_t bytes) {
 
 void Report::print(llvm::raw_ostream &os) const {
   bool bf16 = config.precision == Precision::Bf16;
-  int64_t dp = config.mesh.size("dp");
+  int64_t dp = axisSize(config.mesh, AxisRole::Data);
   os << "loom report: " << model << ", " << ranks << " rank"
      << (ranks == 1 ? "" : "s");
-  if (!config.mesh.names.empty()) {
-    os << " (";
-    for (size_t a = 0; a < config.mesh.names.size(); ++a)
-      os << (a ? ", " : "") << config.mesh.names[a] << "="
-         << config.mesh.sizes[a];
-    os << ")";
-  }
+  if (config.mesh)
+    os << " (" << config.mesh.getSpec() << ")";
   os << ", " << parameterCount << " parameters, "
      << (bf16 ? "bf16 mixed precision" : "fp32") << "\n"
      << "  memory per rank (GB = 10^9 bytes):\n"

@@ -10,6 +10,7 @@
 #ifndef LOOM_CODEGEN_REPORT_H
 #define LOOM_CODEGEN_REPORT_H
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
 #include "llvm/Support/JSON.h"
 
@@ -33,21 +34,6 @@ struct Cluster {
 /// and the missing or malformed field.
 llvm::Expected<Cluster> readCluster(llvm::StringRef path);
 
-/// A device mesh: named axes in device order, outermost first (the last
-/// axis is the innermost: its ranks are adjacent devices of a node).
-struct Mesh {
-  llvm::SmallVector<std::string> names;
-  llvm::SmallVector<int64_t> sizes;
-  int64_t ranks() const;
-  /// The size of `axis`, 1 when the mesh has no such axis.
-  int64_t size(llvm::StringRef axis) const;
-  /// Whether the group of `axis` spans several nodes of `devicesPerNode`.
-  bool crossesNodes(llvm::StringRef axis, int64_t devicesPerNode) const;
-};
-
-/// Parses "dp=4,tp=2" (each axis once, sizes >= 1).
-llvm::Expected<Mesh> parseMesh(llvm::StringRef spec);
-
 /// Element precision of the plan. Bf16 is mixed precision: bf16
 /// parameters, gradients and activations, an fp32 master copy of the
 /// parameters beside the fp32 optimizer state.
@@ -55,7 +41,8 @@ enum class Precision { Fp32, Bf16 };
 
 /// The configuration the report describes.
 struct Config {
-  Mesh mesh;
+  /// The mesh dist-mesh sets on the model (null: one rank).
+  loom::dist::MeshAttr mesh;
   Precision precision = Precision::Fp32;
 };
 
@@ -152,7 +139,7 @@ struct Report {
 /// (the ring's chunks included), each collective counted as many times as
 /// the repeats around it run.
 std::vector<CommLine>
-countCommunication(loom::train::ModelOp rankProgram, const Mesh &mesh,
+countCommunication(loom::train::ModelOp rankProgram, loom::dist::MeshAttr mesh,
                    const std::optional<Cluster> &cluster);
 
 /// The report of a trained model (after the Loom pipeline) under `config`.

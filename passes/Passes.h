@@ -21,6 +21,18 @@ namespace loom {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// The phases of the compilation pipeline; loomc dumps the IR after each.
+enum class Phase {
+  /// The single-device training step: the model verified, cut into
+  /// pipeline stages where the mesh has a pipeline axis, split into
+  /// micro-batches, differentiated, and the optimizer step added.
+  TrainingStep,
+  /// The program of one rank: shardings propagated, per-rank shapes and
+  /// collectives, the pipeline's transfers and schedule, communication
+  /// optimized and verified. Needs a mesh.
+  RankProgram,
+};
+
 /// Options of the whole compilation pipeline, shared by `loom-opt
 /// --loom-pipeline` and `loomc`.
 struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
@@ -31,9 +43,26 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
       llvm::cl::init(1)};
   Option<std::string> mesh{
       *this, "mesh",
-      llvm::cl::desc("Device mesh, AXIS=SIZE,... outermost first; with one, "
-                     "the step is sharded and partitioned per rank"),
+      llvm::cl::desc("Device mesh, AXIS=SIZE[:ROLE],... outermost first "
+                     "(dist-mesh sets it on the model first); with one, the "
+                     "step is sharded and partitioned per rank"),
       llvm::cl::init("")};
+  Option<Phase> from{
+      *this, "from", llvm::cl::desc("The first phase to run"),
+      llvm::cl::init(Phase::TrainingStep),
+      llvm::cl::values(
+          clEnumValN(Phase::TrainingStep, "training-step",
+                     "From the forward model (the default)"),
+          clEnumValN(Phase::RankProgram, "rank-program",
+                     "From a training step that carries its mesh"))};
+  Option<Phase> until{
+      *this, "until", llvm::cl::desc("The last phase to run"),
+      llvm::cl::init(Phase::RankProgram),
+      llvm::cl::values(
+          clEnumValN(Phase::TrainingStep, "training-step",
+                     "Stop at the training step"),
+          clEnumValN(Phase::RankProgram, "rank-program",
+                     "Through the rank program (the default; with a mesh)"))};
   Option<std::string> sharding{
       *this, "sharding",
       llvm::cl::desc("Annotations to start sharding propagation from: none, "
@@ -56,25 +85,10 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
                          llvm::cl::desc("Add the optimizer step after the "
                                         "backward pass"),
                          llvm::cl::init(true)};
-  /// The mesh whose pp axis cuts the model into pipeline stages when
-  /// `mesh` is not given (loomc shards over dp and tp in a later phase,
-  /// but the stages must be cut before the backward pass exists).
-  std::string pipelineMesh;
   /// Called after each pass the pipeline adds, with the pass's argument: a
   /// driver inserts a user's passes there (loomc --insert-after).
   std::function<void(mlir::OpPassManager &, llvm::StringRef)> afterPass;
 };
-
-/// The passes that turn the training step into the rank program of `mesh`:
-/// sharding propagation and partitioning over dp and tp, the pipeline's
-/// transfers over pp, communication optimization and its verification
-/// (`afterPass`, when set, is called after each).
-void buildDistPipeline(
-    mlir::OpPassManager &pm, llvm::StringRef mesh, llvm::StringRef sharding,
-    bool sequenceParallel,
-    const std::function<void(mlir::OpPassManager &, llvm::StringRef)>
-        &afterPass,
-    llvm::StringRef schedule = "1f1b", int64_t microBatches = 1);
 
 /// The schedule `spec` names (built in) or a CSV file holds, for a pipeline
 /// of `ranks` x `virtualStages` stages and `microBatches`.
@@ -86,13 +100,15 @@ loadPipelineSchedule(llvm::StringRef spec, int64_t ranks, int64_t microBatches,
 /// parts (false for a CSV that cannot be read: its reader reports that).
 bool scheduleSplitsBackward(llvm::StringRef spec);
 
-/// The size of the pp axis of a mesh spec (1 without one or when the spec
-/// does not parse).
-int64_t pipelineRanks(llvm::StringRef mesh);
-
-/// Verifies the model, splits it into micro-batches when asked, derives its
-/// backward pass and (unless disabled) the optimizer step; with a mesh,
-/// propagates shardings and partitions the step into the rank program.
+/// The one pipeline builder, used by `loom-opt --loom-pipeline` and loomc,
+/// for the phases `options.from` to `options.until`. The training step:
+/// with a mesh, `dist-mesh` sets it on the model first; the model is
+/// verified, cut into pipeline stages (where the mesh has a pipeline axis;
+/// the pipeline passes do nothing without one), split into micro-batches
+/// when asked, differentiated, and the optimizer step added (unless
+/// disabled). The rank program (with a mesh): shardings propagated, the
+/// step partitioned per rank, the pipeline's transfers and schedule,
+/// communication optimized and verified.
 void buildLoomPipeline(mlir::OpPassManager &pm, const LoomOptions &options);
 
 /// Registers every Loom pass and the `loom-pipeline` pipeline.

@@ -166,11 +166,34 @@ def TrainDecomposeAttention : Pass<"train-decompose-attention", "::mlir::ModuleO
   ];
 }
 
+def DistMesh : Pass<"dist-mesh", "::mlir::ModuleOp"> {
+  let summary = "Set the device mesh, with each axis's role, on every model";
+  let description = [{
+    The one place a mesh enters the IR: parses `mesh` as loomc's `--mesh`
+    writes it (`pp=2,dp=4,tp=2`; an axis whose name implies no role states
+    it, `stage=2:pipeline`) and sets `dist.mesh` on every `train.model`.
+    Every later pass, the code generator and the report read the mesh and
+    its axes' roles from there (`dist::MeshAttr::lookup`,
+    `getAxis(AxisRole::Pipeline)`). A model that already carries another
+    mesh is an error; the same mesh again is left as it is.
+
+    ```mlir
+    // --dist-mesh="mesh=pp=2,dp=2"
+    train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 2, "dp" = 2]>}
+    ```
+  }];
+  let options = [
+    Option<"mesh", "mesh", "std::string", "\"\"",
+           "The mesh, AXIS=SIZE[:ROLE],... outermost first">,
+  ];
+  let dependentDialects = ["::loom::dist::DistDialect"];
+}
+
 def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleOp"> {
   let summary = "Give every value of a training step a sharding over the mesh";
   let description = [{
     Runs on the training step (after `train-optimizer`) of every model that
-    has a `dist.mesh` (or gets one from the `mesh` option). Starting from
+    has a `dist.mesh` (set by `dist-mesh`). Starting from
     the user's annotations (`dist.sharding` on an op: one `#dist.sharding`
     per result; closed dimensions are frozen) and a preset, it sweeps the
     ops forward and backward until nothing changes. Each op's
@@ -195,9 +218,9 @@ def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleO
     micro-batch.
 
     Presets: `dp` splits the batch (leading) dimension of every input over
-    the `dp` axis (the rows of each micro-batch when the batch was split
+    the mesh's data axis (the rows of each micro-batch when the batch was split
     into micro-batches; a batch that does not divide gets a warning);
-    `megatron` splits weights over `tp` as Megatron-LM does: a linear layer
+    `megatron` splits weights over the tensor axis as Megatron-LM does: a linear layer
     fed (through pointwise and shape ops) by another's output features is
     row-parallel and the other column-parallel (the MLP), and one fed by an
     op that combines several activations on those features (attention's
@@ -205,7 +228,7 @@ def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleO
     the axes the mesh has. The preset's weight splits are frozen, as a
     user's annotations are. With `sequence-parallel`, the residual stream
     between blocks (each repeat's carries, [batch, sequence, ...]) is split
-    along the sequence over `tp` as in Megatron-LM's sequence parallelism:
+    along the sequence over the tensor axis as in Megatron-LM's sequence parallelism:
     the norms, dropouts and residual adds work on a block of the sequence,
     column-parallel layers gather it and row-parallel layers reduce-scatter
     onto it.
@@ -223,8 +246,6 @@ def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleO
     `dist.all_reduce %dw over ["dp"]` before the optimizer reads it.
   }];
   let options = [
-    Option<"mesh", "mesh", "std::string", "\"\"",
-           "The mesh, AXIS=SIZE,... outermost first (sets the model's dist.mesh)">,
     Option<"preset", "preset", "std::string", "\"none\"",
            "Annotations to start from: none, dp, megatron or auto">,
     Option<"sequenceParallel", "sequence-parallel", "bool", "false",
@@ -338,7 +359,8 @@ def DistPipelinePartition : Pass<"dist-pipeline-partition", "::mlir::ModuleOp"> 
     model states (16 bytes per parameter byte's 4 with AdamW, less with
     SGD) and its activations for the micro-batches in flight (at most the
     pipeline ranks, as 1F1B's first stage holds). The chain is cut into
-    P x V contiguous stages (P from the mesh's `pp` axis, V virtual stages
+    P x V contiguous stages (P the size of the mesh's pipeline axis, from
+    `dist.mesh`, which `dist-mesh` sets; V virtual stages
     per rank; stage s runs on pipeline rank s mod P) minimising the slowest
     stage's cost with every stage within `memory-limit`: an exact dynamic
     program over the cut points.
@@ -351,8 +373,6 @@ def DistPipelinePartition : Pass<"dist-pipeline-partition", "::mlir::ModuleOp"> 
     with fewer units than stages, or one no cut fits in memory, is an error.
   }];
   let options = [
-    Option<"mesh", "mesh", "std::string", "",
-           "The mesh, e.g. pp=4,dp=2 (the stage count is its pp axis)">,
     Option<"virtualStages", "virtual-stages", "int64_t", "1",
            "Stages per pipeline rank (interleaved schedules)">,
     Option<"microBatches", "micro-batches", "int64_t", "1",

@@ -131,25 +131,17 @@ struct DistPipelinePartitionPass
   using Base::Base;
 
   void runOnOperation() override {
-    SmallVector<std::string> names;
-    SmallVector<int64_t> sizes;
-    if (llvm::Error e = dist::parseMeshSpec(mesh, names, sizes)) {
-      getOperation().emitError("dist-pipeline-partition: ")
-          << llvm::toString(std::move(e));
-      return signalPassFailure();
-    }
-    int64_t pp = 1;
-    for (auto [name, size] : llvm::zip(names, sizes))
-      if (name == "pp")
-        pp = size;
-    if (pp == 1 && virtualStages == 1)
-      return;
-    SmallVector<StringAttr> axes;
-    for (const std::string &name : names)
-      axes.push_back(StringAttr::get(&getContext(), name));
-    auto meshAttr = dist::MeshAttr::get(&getContext(), axes, sizes);
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      dist::attrs(model).getMeshAttrHelper().setAttr(model, meshAttr);
+      dist::MeshAttr mesh = dist::MeshAttr::lookup(model);
+      int64_t pp = mesh ? mesh.getSize(dist::AxisRole::Pipeline) : 1;
+      if (pp == 1 && virtualStages == 1)
+        continue;
+      if (!mesh || !mesh.getAxis(dist::AxisRole::Pipeline)) {
+        model.emitOpError("has no mesh with a pipeline axis to cut into ")
+            << int64_t(virtualStages)
+            << " virtual stages (set one with dist-mesh)";
+        return signalPassFailure();
+      }
       if (failed(partition(model, pp)))
         return signalPassFailure();
     }
@@ -417,10 +409,13 @@ using dist::placeOnStage;
 using dist::stageOf;
 
 struct Transfers {
-  Transfers(ModelOp model, int64_t ranks) : model(model), ranks(ranks) {}
+  Transfers(ModelOp model, int64_t ranks, StringAttr axis)
+      : model(model), ranks(ranks), axis(axis) {}
 
   ModelOp model;
   int64_t ranks;
+  /// The mesh's pipeline axis.
+  StringAttr axis;
   /// The stages whose ranks hold a value's real contribution: one for an
   /// op on a stage, the union of its operands' for an op on every rank
   /// (which then holds a partial sum: zero where a stage did not run),
@@ -465,9 +460,9 @@ struct Transfers {
     else
       b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
     Location loc = v.getLoc();
-    auto send = dist::SendOp::create(b, loc, v, "pp", to % ranks);
+    auto send = dist::SendOp::create(b, loc, v, axis, to % ranks);
     placeOnStage(send, from, ranks);
-    auto recv = dist::RecvOp::create(b, loc, v.getType(), "pp", from % ranks);
+    auto recv = dist::RecvOp::create(b, loc, v.getType(), axis, from % ranks);
     placeOnStage(recv, to, ranks);
     return received[key] = recv.getResult();
   }
@@ -492,7 +487,7 @@ struct Transfers {
       if (contributors(v).empty())
         return v;
       return dist::AllReduceOp::create(b, output.getLoc(), v,
-                                       b.getStrArrayAttr({"pp"}), false);
+                                       b.getArrayAttr({axis}), false);
     };
     output.getLossMutable().assign(sum(output.getLoss()));
     for (OpOperand &g : output.getGradsMutable())
@@ -825,6 +820,16 @@ struct Transfers {
   }
 };
 
+/// The pipeline axis of the mesh of a model with a pipeline.
+FailureOr<StringAttr> pipelineAxis(ModelOp model) {
+  dist::MeshAttr mesh = dist::MeshAttr::lookup(model);
+  if (StringAttr axis = mesh ? mesh.getAxis(dist::AxisRole::Pipeline)
+                             : StringAttr())
+    return axis;
+  return model.emitOpError("has a pipeline but no mesh with a pipeline axis "
+                           "(set one with dist-mesh)");
+}
+
 /// The model's pipeline ranks, or 0 when it has no pipeline.
 int64_t pipelineOf(ModelOp model) {
   auto record = dist::attrs(model).getPipelineAttrHelper().getAttr(model);
@@ -844,7 +849,10 @@ struct DistPipelineReducePass
                           "train-optimizer) for dist-pipeline-reduce");
         return signalPassFailure();
       }
-      Transfers t(model, ranks);
+      FailureOr<StringAttr> axis = pipelineAxis(model);
+      if (failed(axis))
+        return signalPassFailure();
+      Transfers t(model, ranks, *axis);
       t.reduce();
     }
   }
@@ -857,7 +865,10 @@ struct DistPipelineTransfersPass
       int64_t ranks = pipelineOf(model);
       if (!ranks)
         continue;
-      Transfers t(model, ranks);
+      FailureOr<StringAttr> axis = pipelineAxis(model);
+      if (failed(axis))
+        return signalPassFailure();
+      Transfers t(model, ranks, *axis);
       if (failed(t.transferAll()))
         return signalPassFailure();
     }

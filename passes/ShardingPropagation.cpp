@@ -120,9 +120,9 @@ struct Propagation {
   /// [micro-batches, rows], the rows are split instead, so every rank takes
   /// part in every micro-batch.
   void presetDataParallel() {
-    if (mesh.getAxisIndex("dp") < 0)
+    if (!mesh.getAxis(dist::AxisRole::Data))
       return;
-    Axes dp{StringAttr::get(model.getContext(), "dp")};
+    Axes dp{mesh.getAxis(dist::AxisRole::Data)};
     for (InputOp input : model.getBody().front().getOps<InputOp>()) {
       auto type = cast<RankedTensorType>(input.getType());
       if (type.getRank() == 0)
@@ -252,9 +252,9 @@ struct Propagation {
   /// features (attention's heads) is row-parallel alone. Everything else
   /// follows by propagation.
   void presetMegatron() {
-    if (mesh.getAxisIndex("tp") < 0)
+    if (!mesh.getAxis(dist::AxisRole::Tensor))
       return;
-    Axes tp{StringAttr::get(model.getContext(), "tp")};
+    Axes tp{mesh.getAxis(dist::AxisRole::Tensor)};
     model.walk([&](ShardingRuleOpInterface op) {
       OpShardingRule rule = op.getShardingRule();
       std::optional<Linear> row = asLinear(op, rule);
@@ -293,9 +293,9 @@ struct Propagation {
   /// the column-parallel layers then gather the sequence and the
   /// row-parallel ones reduce-scatter onto it.
   void presetSequenceParallel() {
-    if (mesh.getAxisIndex("tp") < 0)
+    if (!mesh.getAxis(dist::AxisRole::Tensor))
       return;
-    Axes tp{StringAttr::get(model.getContext(), "tp")};
+    Axes tp{mesh.getAxis(dist::AxisRole::Tensor)};
     model.walk([&](RepeatOp repeat) {
       for (Value carry : repeat.getCarries()) {
         auto type = cast<RankedTensorType>(carry.getType());
@@ -656,20 +656,6 @@ struct DistShardingPropagationPass
       return signalPassFailure();
     }
     for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      if (!mesh.empty()) {
-        SmallVector<std::string> names;
-        SmallVector<int64_t> sizes;
-        if (llvm::Error e = dist::parseMeshSpec(mesh, names, sizes)) {
-          model.emitError("dist-sharding-propagation: ")
-              << llvm::toString(std::move(e));
-          return signalPassFailure();
-        }
-        SmallVector<StringAttr> axes;
-        for (const std::string &name : names)
-          axes.push_back(StringAttr::get(&getContext(), name));
-        dist::attrs(model).getMeshAttrHelper().setAttr(
-            model, dist::MeshAttr::get(&getContext(), axes, sizes));
-      }
       auto meshAttr = dist::attrs(model).getMeshAttrHelper().getAttr(model);
       if (!meshAttr)
         continue;

@@ -4,12 +4,15 @@
 #include "dialects/dist/DistDialect.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace loom::dist;
 
 #include "dialects/dist/DistDialect.cpp.inc"
+#include "dialects/dist/DistEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.cpp.inc"
@@ -263,17 +266,43 @@ VerifiedAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 // #dist.mesh
 //===----------------------------------------------------------------------===//
 
+std::optional<AxisRole> loom::dist::conventionalRole(StringRef axis) {
+  return llvm::StringSwitch<std::optional<AxisRole>>(axis)
+      .Case("dp", AxisRole::Data)
+      .Case("tp", AxisRole::Tensor)
+      .Case("pp", AxisRole::Pipeline)
+      .Default(std::nullopt);
+}
+
 Attribute MeshAttr::parse(AsmParser &parser, Type) {
   SmallVector<StringAttr> names;
   SmallVector<int64_t> sizes;
+  SmallVector<AxisRole> roles;
   auto parseAxis = [&]() -> ParseResult {
     std::string name;
     int64_t size = 0;
+    SMLoc at = parser.getCurrentLocation();
     if (parser.parseString(&name) || parser.parseEqual() ||
         parser.parseInteger(size))
       return failure();
+    std::optional<AxisRole> role = conventionalRole(name);
+    if (succeeded(parser.parseOptionalColon())) {
+      std::string keyword;
+      SMLoc roleAt = parser.getCurrentLocation();
+      if (parser.parseKeywordOrString(&keyword))
+        return failure();
+      role = symbolizeAxisRole(keyword);
+      if (!role)
+        return parser.emitError(roleAt, "unknown axis role '")
+               << keyword << "' (data, tensor or pipeline)";
+    }
+    if (!role)
+      return parser.emitError(at, "mesh axis \"")
+             << name << "\" needs a role: \"" << name
+             << "\" = N : data, tensor or pipeline";
     names.push_back(StringAttr::get(parser.getContext(), name));
     sizes.push_back(size);
+    roles.push_back(*role);
     return success();
   };
   if (parser.parseLess() ||
@@ -282,21 +311,26 @@ Attribute MeshAttr::parse(AsmParser &parser, Type) {
     return {};
   return MeshAttr::getChecked(
       [&] { return parser.emitError(parser.getNameLoc()); },
-      parser.getContext(), names, sizes);
+      parser.getContext(), names, sizes, roles);
 }
 
 void MeshAttr::print(AsmPrinter &printer) const {
   printer << "<[";
-  for (auto [i, name, size] : llvm::enumerate(getNames(), getSizes()))
+  for (auto [i, name, size, role] :
+       llvm::enumerate(getNames(), getSizes(), getRoles())) {
     printer << (i ? ", " : "") << name << " = " << size;
+    if (conventionalRole(name) != role)
+      printer << " : " << stringifyAxisRole(role);
+  }
   printer << "]>";
 }
 
 LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                ArrayRef<StringAttr> names,
-                               ArrayRef<int64_t> sizes) {
-  if (names.size() != sizes.size())
-    return emitError() << "a mesh needs one size per axis";
+                               ArrayRef<int64_t> sizes,
+                               ArrayRef<AxisRole> roles) {
+  if (names.size() != sizes.size() || names.size() != roles.size())
+    return emitError() << "a mesh needs one size and one role per axis";
   if (names.size() > 8)
     return emitError() << "a mesh has at most 8 axes, got " << names.size();
   for (auto [i, name, size] : llvm::enumerate(names, sizes)) {
@@ -309,6 +343,15 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mesh axis \"" << name.getValue()
                          << "\" appears twice";
   }
+  for (auto [i, role] : llvm::enumerate(roles))
+    if (llvm::is_contained(roles.take_front(i), role))
+      return emitError() << "mesh axes \""
+                         << names[llvm::find(roles, role) - roles.begin()]
+                                .getValue()
+                         << "\" and \"" << names[i].getValue()
+                         << "\" both have the role "
+                         << stringifyAxisRole(role)
+                         << " (each role is on one axis at most)";
   // Passes keep tables per rank and per axis: the mesh is bounded (and its
   // rank count fits in 64 bits).
   int64_t devices = 1;
@@ -355,28 +398,100 @@ uint32_t MeshAttr::getGroupMask(ArrayRef<StringAttr> axes) const {
   return mask;
 }
 
-llvm::Error loom::dist::parseMeshSpec(StringRef spec,
-                                      SmallVectorImpl<std::string> &names,
-                                      SmallVectorImpl<int64_t> &sizes) {
+StringAttr MeshAttr::getAxis(AxisRole role) const {
+  int64_t i = getAxisIndex(role);
+  return i < 0 ? StringAttr() : getNames()[i];
+}
+
+int64_t MeshAttr::getAxisIndex(AxisRole role) const {
+  auto it = llvm::find(getRoles(), role);
+  return it == getRoles().end() ? -1 : int64_t(it - getRoles().begin());
+}
+
+int64_t MeshAttr::getSize(AxisRole role) const {
+  int64_t i = getAxisIndex(role);
+  return i < 0 ? 1 : getSizes()[i];
+}
+
+std::optional<AxisRole> MeshAttr::getRole(StringRef axis) const {
+  int64_t i = getAxisIndex(axis);
+  if (i < 0)
+    return std::nullopt;
+  return getRoles()[i];
+}
+
+bool MeshAttr::crossesNodes(StringRef axis, int64_t devicesPerNode) const {
+  int64_t i = getAxisIndex(axis);
+  if (i < 0 || getSizes()[i] == 1)
+    return false;
+  // The ranks of the axis's group are `stride` apart, where stride is the
+  // product of the inner axes' sizes.
+  int64_t stride = 1;
+  for (int64_t inner = i + 1; inner < int64_t(getSizes().size()); ++inner)
+    stride *= getSizes()[inner];
+  return stride * getSizes()[i] > devicesPerNode;
+}
+
+std::string MeshAttr::getSpec() const {
+  std::string spec;
+  llvm::raw_string_ostream os(spec);
+  for (auto [i, name, size, role] :
+       llvm::enumerate(getNames(), getSizes(), getRoles())) {
+    os << (i ? "," : "") << name.getValue() << "=" << size;
+    if (conventionalRole(name) != role)
+      os << ":" << stringifyAxisRole(role);
+  }
+  return spec;
+}
+
+llvm::Expected<MeshAttr> loom::dist::parseMesh(MLIRContext *ctx,
+                                               StringRef spec) {
   auto error = [&](const Twine &why) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "mesh '" + spec + "': " + why);
   };
+  ctx->getOrLoadDialect<DistDialect>();
+  SmallVector<StringAttr> names;
+  SmallVector<int64_t> sizes;
+  SmallVector<AxisRole> roles;
   SmallVector<StringRef> parts;
   spec.split(parts, ',');
   for (StringRef part : parts) {
-    auto [name, value] = part.trim().split('=');
+    auto [axis, rest] = part.trim().split('=');
+    auto [value, roleName] = rest.split(':');
     int64_t size = 0;
-    if (name.empty() || value.getAsInteger(10, size))
-      return error("expected AXIS=SIZE, got '" + part + "'");
-    if (size < 1)
-      return error("axis '" + name + "' must have at least one rank");
-    if (llvm::is_contained(names, name))
-      return error("axis '" + name + "' is given twice");
-    names.push_back(name.str());
+    if (axis.empty() || value.trim().getAsInteger(10, size))
+      return error("expected AXIS=SIZE or AXIS=SIZE:ROLE, got '" + part + "'");
+    std::optional<AxisRole> role = conventionalRole(axis);
+    if (!roleName.empty()) {
+      role = symbolizeAxisRole(roleName.trim());
+      if (!role)
+        return error("axis '" + axis + "': unknown role '" + roleName +
+                     "' (data, tensor or pipeline)");
+    }
+    if (!role)
+      return error("axis '" + axis + "' needs a role: " + axis +
+                   "=N:data, :tensor or :pipeline (only dp, tp and pp imply "
+                   "theirs)");
+    names.push_back(StringAttr::get(ctx, axis));
     sizes.push_back(size);
+    roles.push_back(*role);
   }
-  return llvm::Error::success();
+  // The attribute's verifier says what else is wrong (sizes, repeated
+  // axes or roles, the mesh's bound), caught here as the error's text.
+  std::string why;
+  MeshAttr mesh;
+  {
+    ScopedDiagnosticHandler capture(ctx, [&](Diagnostic &d) {
+      why = d.str();
+      return success();
+    });
+    mesh = MeshAttr::getChecked([&] { return emitError(UnknownLoc::get(ctx)); },
+                                ctx, names, sizes, roles);
+  }
+  if (!mesh)
+    return error(why);
+  return mesh;
 }
 
 bool MeshAttr::isInDeviceOrder(ArrayRef<StringAttr> axes) const {
@@ -841,7 +956,10 @@ void loom::dist::placeOnStage(Operation *op, int64_t stage, int64_t ranks) {
   Builder b(op->getContext());
   DistDialect &dist = attrs(op);
   dist.getStageAttrHelper().setAttr(op, b.getI64IntegerAttr(stage));
+  MeshAttr mesh = MeshAttr::lookup(op);
+  StringAttr axis = mesh ? mesh.getAxis(AxisRole::Pipeline) : StringAttr();
+  assert(axis && "a pipeline stage in a model without a pipeline axis");
   dist.getOnAttrHelper().setAttr(
       op, b.getDictionaryAttr(
-              b.getNamedAttr("pp", b.getI64IntegerAttr(stage % ranks))));
+              b.getNamedAttr(axis, b.getI64IntegerAttr(stage % ranks))));
 }

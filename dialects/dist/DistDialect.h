@@ -20,6 +20,8 @@ mlir::FailureOr<llvm::SmallVector<int64_t>> parseIntList(mlir::AsmParser &p);
 void printIntList(mlir::AsmPrinter &p, llvm::ArrayRef<int64_t> values);
 } // namespace loom::dist
 
+#include "dialects/dist/DistEnums.h.inc"
+
 // The attributes before the dialect, whose helpers return them by value.
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.h.inc"
@@ -40,12 +42,16 @@ inline DistDialect &attrs(mlir::Operation *op) {
   return attrs(op->getContext());
 }
 
-/// Parses a mesh written as on loomc's command line, `dp=2,tp=4`, into its
-/// axis names and sizes (each axis once, sizes at least 1). The error says
-/// what is wrong with `spec`, naming it.
-llvm::Error parseMeshSpec(llvm::StringRef spec,
-                          llvm::SmallVectorImpl<std::string> &names,
-                          llvm::SmallVectorImpl<int64_t> &sizes);
+/// The role an axis name implies: `dp` data, `tp` tensor, `pp` pipeline.
+std::optional<AxisRole> conventionalRole(llvm::StringRef axis);
+
+/// Parses a mesh as loomc's --mesh writes it, `pp=2,dp=4,tp=2`, an axis's
+/// role after a colon where its name does not imply one
+/// (`stage=2:pipeline`). The error says what is wrong, naming `spec`.
+/// The one parser of a mesh spec: `dist-mesh` puts what it returns on the
+/// models, and everything after reads it from there.
+llvm::Expected<MeshAttr> parseMesh(mlir::MLIRContext *ctx,
+                                   llvm::StringRef spec);
 
 /// The pipeline stage of an op (its `dist.stage`), if it has one.
 std::optional<int64_t> stageOf(mlir::Operation *op);
@@ -55,7 +61,8 @@ std::optional<int64_t> stageOf(mlir::Operation *op);
 void copyStage(mlir::Operation *from, mlir::Operation *to);
 
 /// Puts `op` on pipeline stage `stage` of a pipeline over `ranks` ranks of
-/// the pp axis: `dist.stage`, and `dist.on`, the ranks that run it.
+/// the mesh's pipeline axis: `dist.stage`, and `dist.on`, the ranks that
+/// run it.
 void placeOnStage(mlir::Operation *op, int64_t stage, int64_t ranks);
 } // namespace loom::dist
 

@@ -11,6 +11,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -118,18 +119,47 @@ def Dist_VerifiedAttr : AttrDef<Dist_Dialect, "Verified"> {
   let genVerifyDecl = 1;
 }
 
+def Dist_AxisRole : I32EnumAttr<"AxisRole", "what a mesh axis parallelizes", [
+    I32EnumAttrCase<"Data", 0, "data">,
+    I32EnumAttrCase<"Tensor", 1, "tensor">,
+    I32EnumAttrCase<"Pipeline", 2, "pipeline">]> {
+  let cppNamespace = "::loom::dist";
+  let genSpecializedAttr = 0;
+}
+
 def Dist_MeshAttr : AttrDef<Dist_Dialect, "Mesh"> {
   let mnemonic = "mesh";
-  let summary = "Named mesh axes with their sizes, in device order";
+  let summary = "Named mesh axes with their sizes and roles, in device order";
   let description = [{
     `#dist.mesh<["dp" = 2, "tp" = 4]>`: eight ranks, the `tp` axis
-    innermost. Axis names are unique and sizes at least 1.
+    innermost. Axis names are unique and sizes at least 1. Each axis has a
+    role, what it parallelizes: `data`, `tensor` or `pipeline`, each role
+    on at most one axis. The axes named `dp`, `tp` and `pp` have those
+    roles unless written otherwise; any other name states its role:
+    `#dist.mesh<["stage" = 2 : pipeline, "replica" = 4 : data]>`. The
+    passes find an axis by its role (`getAxis(AxisRole::Tensor)`), never by
+    its name.
   }];
   let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$names,
-                        ArrayRefParameter<"int64_t">:$sizes);
+                        ArrayRefParameter<"int64_t">:$sizes,
+                        ArrayRefParameter<"::loom::dist::AxisRole">:$roles);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
+    /// The axis of `role`, or null when the mesh has none.
+    ::mlir::StringAttr getAxis(AxisRole role) const;
+    /// The size of the axis of `role` (1 when the mesh has none).
+    int64_t getSize(AxisRole role) const;
+    /// The index of the axis of `role`, or -1.
+    int64_t getAxisIndex(AxisRole role) const;
+    /// The role of `axis`, if the mesh has it.
+    std::optional<AxisRole> getRole(::llvm::StringRef axis) const;
+    /// Whether the group of `axis` spans several nodes of
+    /// `devicesPerNode` devices (the mesh's last axis is innermost).
+    bool crossesNodes(::llvm::StringRef axis, int64_t devicesPerNode) const;
+    /// The mesh as loomc's --mesh writes it: "pp=2,dp=4", with `:role`
+    /// where the name does not imply it.
+    std::string getSpec() const;
     /// The number of ranks.
     int64_t getNumRanks() const;
     /// The index of `axis`, or -1.

@@ -54,7 +54,7 @@ def main():
     failures = []
     for stages in range(2, 8):
         out = subprocess.run(
-            [a.loom_opt, "-", f"--dist-pipeline-partition=mesh=pp={stages}"],
+            [a.loom_opt, "-", f"--dist-mesh=mesh=pp={stages}", "--dist-pipeline-partition"],
             input=src, capture_output=True, text=True, check=True).stdout
         costs = ints(out, "unit_costs")
         chosen = int(re.search(r"bottleneck = (\d+)", out).group(1))

@@ -2,7 +2,7 @@
 // which keep nothing for each other: stage 2 reading stage 0's value (both
 // on rank 0 of 2) is refused, with the op located.
 // RUN: loom-opt %s --dist-pipeline-transfers -verify-diagnostics
-train.model @skip attributes {dist.pipeline = #dist.pipeline<ranks = 2, virtual_stages = 2, unit_costs = [], stage_costs = [], bottleneck = 0>} {
+train.model @skip attributes {dist.mesh = #dist.mesh<["pp" = 2]>, dist.pipeline = #dist.pipeline<ranks = 2, virtual_stages = 2, unit_costs = [], stage_costs = [], bottleneck = 0>} {
   %w = train.param "w" init(#train.init<normal, 0.1>) : tensor<4x8xf32>
   %v = train.param "v" init(#train.init<normal, 0.1>) : tensor<8x8xf32>
   %x = train.input "x" : tensor<2x4xf32>

@@ -1,4 +1,4 @@
-// RUN: loom-opt %s -split-input-file --dist-pipeline-partition="mesh=pp=4 memory-limit=4096" -verify-diagnostics
+// RUN: loom-opt %s -split-input-file --dist-mesh="mesh=pp=4" --dist-pipeline-partition="memory-limit=4096" -verify-diagnostics
 
 // Two units (one layer, then the loss) cannot fill four stages.
 // expected-error @below {{'train.model' op cannot fill 4 pipeline stages (pp=4 x 1 virtual stages): it has 1 repeated layers and 1 blocks of other ops, 2 units a stage can take, and every stage needs one}}

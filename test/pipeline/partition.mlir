@@ -2,10 +2,10 @@
 // 8 equal layers, final norm, tied head and loss) for pp=2, pp=4 and pp=2
 // with 2 virtual stages; the embedding is tied to the head, so it is used
 // on the first and the last stage.
-// RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2,dp=2" | FileCheck %s --check-prefix=PP2
-// RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=4" | FileCheck %s --check-prefix=PP4
-// RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2 virtual-stages=2" | FileCheck %s --check-prefix=V2
-// RUN: loom-opt %s --dist-pipeline-partition="mesh=dp=2" | FileCheck %s --check-prefix=NOPP
+// RUN: loom-opt %s --dist-mesh="mesh=pp=2,dp=2" --dist-pipeline-partition | FileCheck %s --check-prefix=PP2
+// RUN: loom-opt %s --dist-mesh="mesh=pp=4" --dist-pipeline-partition | FileCheck %s --check-prefix=PP4
+// RUN: loom-opt %s --dist-mesh="mesh=pp=2" --dist-pipeline-partition="virtual-stages=2" | FileCheck %s --check-prefix=V2
+// RUN: loom-opt %s --dist-mesh="mesh=dp=2" --dist-pipeline-partition | FileCheck %s --check-prefix=NOPP
 
 // PP2: dist.pipeline = #dist.pipeline<ranks = 2, virtual_stages = 1, unit_costs = [84480, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 332880], stage_costs = [4999680, 5248080], bottleneck = 5248080>
 // PP2: train.param "wte" {{.*}}dist.stages = array<i64: 0, 1>

@@ -4,8 +4,8 @@
 // forward op's stage, the carry and its gradient cross between the stages
 // by send and receive, and the stages' partial gradients (the tied
 // embedding's from both) and the loss are all-reduced over pp.
-// RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2" --dist-pipeline-split | FileCheck %s --check-prefix=SPLIT
-// RUN: loom-opt %s --dist-pipeline-partition="mesh=pp=2" --dist-pipeline-split --train-autodiff --dist-pipeline-reduce --dist-pipeline-transfers | FileCheck %s --check-prefix=STEP
+// RUN: loom-opt %s --dist-mesh="mesh=pp=2" --dist-pipeline-partition --dist-pipeline-split | FileCheck %s --check-prefix=SPLIT
+// RUN: loom-opt %s --dist-mesh="mesh=pp=2" --dist-pipeline-partition --dist-pipeline-split --train-autodiff --dist-pipeline-reduce --dist-pipeline-transfers | FileCheck %s --check-prefix=STEP
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2" | FileCheck %s --check-prefix=VERIFIED
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2,dp=2" | FileCheck %s --check-prefix=COMPOSE
 // With dp too, each stage's batch is split and its gradients reduced over

@@ -316,6 +316,18 @@ compare("pp=2 x dp=2 x tp=2 M=2 ZB-H1 (8 ranks)",
         run("pp2dp2tp2-zb", build("pp2dp2tp2-zb", ["--mesh", "pp=2,dp=2,tp=2",
                                                    "--micro-batches=2", "--schedule=zb"]), 8),
         reference_m2)
+# The passes find an axis by its role, not its name: the same layout with
+# axes named otherwise (their roles stated) communicates over those names
+# and trains to the same parameters.
+exe, phase = build_phases("roles", ["--mesh", "stage=2:pipeline,replica=2:data,shard=2:tensor",
+                                    "--micro-batches=2"])
+program = phase("2-rank-program.mlir")
+named = {axis: program.count(f'"{axis}"') for axis in ("stage", "replica", "shard", "pp", "dp", "tp")}
+check("stage x replica x shard: collectives and transfers over the named axes",
+      all(named[a] > 0 for a in ("stage", "replica", "shard")) and
+      not any(named[a] for a in ("pp", "dp", "tp")), str(named))
+compare("stage=2:pipeline x replica=2:data x shard=2:tensor M=2 (8 ranks)",
+        run("roles", exe, 8), reference_m2)
 
 print(f"{failed} failed")
 sys.exit(1 if failed else 0)

@@ -83,9 +83,10 @@ static cl::opt<std::string> clusterFile(
 
 static cl::opt<std::string> meshSpec(
     "mesh",
-    cl::desc("Device mesh, axes outermost first (e.g. dp=4); the product "
-             "is the number of ranks to launch; data parallelism over 'dp' "
-             "so far"),
+    cl::desc("Device mesh, axes outermost first (e.g. pp=2,dp=2,tp=2); the "
+             "product is the number of ranks to launch. dp, tp and pp are "
+             "the data, tensor and pipeline axes; another name states its "
+             "role: stage=2:pipeline"),
     cl::value_desc("AXIS=N,..."), cl::cat(loomcCategory));
 
 static cl::opt<bool> sequenceParallel(
@@ -329,7 +330,8 @@ static LogicalResult checkMicroBatches(ModuleOp module) {
 /// reduction over dp, a layer's all-reduce over tp), so an axis no
 /// collective names split nothing.
 static LogicalResult checkEveryAxisSplits(ModuleOp module,
-                                          const loom::codegen::Mesh &mesh) {
+                                          loom::dist::MeshAttr mesh) {
+  using loom::dist::AxisRole;
   for (auto model : module.getOps<loom::train::ModelOp>()) {
     llvm::StringSet<> used;
     model.walk([&](Operation *op) {
@@ -342,24 +344,25 @@ static LogicalResult checkEveryAxisSplits(ModuleOp module,
       if (auto axis = op->getAttrOfType<StringAttr>("axis"))
         used.insert(axis.getValue());
     });
-    for (auto [axis, size] : llvm::zip(mesh.names, mesh.sizes)) {
-      if (size == 1 || axis == "pp" || used.contains(axis))
+    for (auto [axis, size, role] :
+         llvm::zip(mesh.getNames(), mesh.getSizes(), mesh.getRoles())) {
+      if (size == 1 || role == AxisRole::Pipeline ||
+          used.contains(axis.getValue()))
         continue;
       InFlightDiagnostic diag = model.emitOpError("cannot be split over '")
-                                << axis << "' (--mesh " << meshSpec << "): ";
-      if (axis == "dp")
+                                << axis.getValue() << "' (--mesh "
+                                << mesh.getSpec() << "): ";
+      if (role == AxisRole::Data)
         diag << "no input's batch divides into " << size
-             << " parts, so every dp rank would train on the whole batch; "
-                "make the batch (per micro-batch) a multiple of "
+             << " parts, so every data-parallel rank would train on the "
+                "whole batch; make the batch (per micro-batch) a multiple of "
              << size;
-      else if (axis == "tp")
+      else
         diag << "no weight's dimension that tensor parallelism splits (the "
                 "heads, the hidden and feed-forward sizes) divides by "
              << size
-             << ", so every tp rank would compute the whole model; choose a "
-                "tp that divides them";
-      else
-        diag << "nothing of the model is split over it";
+             << ", so every tensor-parallel rank would compute the whole "
+                "model; choose a size that divides them";
       return failure();
     }
   }
@@ -380,8 +383,8 @@ static llvm::Expected<loom::pipeline::Schedule> pipelineSchedule(int64_t pp) {
     llvm::errs() << "loomc: warning: " << w << "\n";
   if (schedule->ranks != pp)
     return llvm::createStringError(
-        llvm::formatv("it lists {0} pipeline ranks; the mesh's pp axis has "
-                      "{1}",
+        llvm::formatv("it lists {0} pipeline ranks; the mesh's pipeline axis "
+                      "has {1}",
                       schedule->ranks, pp));
   if (schedule->microBatches != microBatches)
     return llvm::createStringError(
@@ -390,23 +393,18 @@ static llvm::Expected<loom::pipeline::Schedule> pipelineSchedule(int64_t pp) {
   return schedule;
 }
 
-/// The pipeline of a mesh with a pp axis as --report plans it: the stages
-/// dist-pipeline-partition cuts from the forward model, the schedule
-/// (built in or read from CSV), and its simulation with the stages' costs
-/// (a backward's input and weight parts each cost the stage's forward).
-static int reportPipeline(ModuleOp module, int64_t pp,
+/// The pipeline of a mesh with a pipeline axis as --report plans it: the
+/// stages dist-pipeline-partition cut (its record on the training step),
+/// the schedule (built in or read from CSV), and its simulation with the
+/// stages' costs (a backward's input and weight parts each cost the
+/// stage's forward).
+static int reportPipeline(ModuleOp step, loom::dist::MeshAttr mesh,
+                          int64_t pp,
                           const loom::pipeline::Schedule &schedule,
                           double &worstBubble, double &firstRankBubble,
                           llvm::json::Object &json) {
   using namespace loom::pipeline;
-  OwningOpRef<ModuleOp> forward = module.clone();
-  PassManager pm(module.getContext());
-  pm.addPass(loom::createDistPipelinePartition(
-      loom::DistPipelinePartitionOptions{meshSpec, schedule.virtualStages,
-                                         microBatches, 0, 20.0}));
-  if (failed(pm.run(*forward)))
-    return 1;
-  auto models = llvm::to_vector(forward->getOps<loom::train::ModelOp>());
+  auto models = llvm::to_vector(step.getOps<loom::train::ModelOp>());
   if (models.size() != 1)
     return fail("the report needs exactly one 'train.model'");
   loom::train::ModelOp model = models.front();
@@ -426,16 +424,10 @@ static int reportPipeline(ModuleOp module, int64_t pp,
   firstRankBubble = sim->bubble(0);
   std::string csv = printScheduleCSV(schedule);
   int64_t p = pp, m = microBatches, v = schedule.virtualStages;
-  int64_t world = 1;
-  if (auto parsed = loom::codegen::parseMesh(meshSpec))
-    for (int64_t size : parsed->sizes)
-      world *= size;
-  else
-    llvm::consumeError(parsed.takeError());
   llvm::outs() << llvm::formatv(
       "loom report: {0}, {1} ranks ({2}): pipeline of {3} ranks x {4} "
       "virtual stages ({5} stages), {6} micro-batches, schedule {7}\n",
-      models.front().getSymName(), world, meshSpec, p, v,
+      models.front().getSymName(), mesh.getNumRanks(), mesh.getSpec(), p, v,
       schedule.numStages(), m, schedule.name);
   llvm::outs() << "  stages (forward GFLOP-equivalents: flops, or bytes at "
                   "20 flops per byte):\n";
@@ -512,12 +504,22 @@ int main(int argc, char **argv) {
                     outputFile == "-";
   if (emit == Emit::Exe && outputFile == "-" && !reportOnly)
     return fail("an executable needs an output file (-o OUT)");
+  DialectRegistry registry;
+  registry.insert<loom::train::TrainDialect, loom::dist::DistDialect,
+                  arith::ArithDialect,
+                  func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
+  MLIRContext context(registry);
+  // Errors point at the model's lines; the op they are on is not dumped.
+  context.printOpOnDiagnostic(false);
+
+  // The mesh as dist-mesh will set it on the model (the same parser):
+  // what the checks below and the report read.
   loom::codegen::Config config;
   if (!meshSpec.empty()) {
-    llvm::Expected<loom::codegen::Mesh> mesh =
-        loom::codegen::parseMesh(meshSpec);
+    llvm::Expected<loom::dist::MeshAttr> mesh =
+        loom::dist::parseMesh(&context, meshSpec);
     if (!mesh)
-      return fail(llvm::toString(mesh.takeError()));
+      return fail("--" + llvm::toString(mesh.takeError()));
     config.mesh = *mesh;
   }
   config.precision = precision == PrecisionFlag::Bf16
@@ -527,19 +529,13 @@ int main(int argc, char **argv) {
       shardingPreset != "megatron")
     return fail("--sharding=" + shardingPreset +
                 ": expected auto, dp or megatron");
-  int64_t pp = 1;
-  for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
-    if (axis == "pp")
-      pp = size;
+  int64_t pp =
+      config.mesh ? config.mesh.getSize(loom::dist::AxisRole::Pipeline) : 1;
   if (microBatches < 1 || microBatches > loom::kMaxRepeatCount)
     return fail(llvm::formatv("--micro-batches={0}: expected 1 to {1}",
                               int64_t(microBatches), loom::kMaxRepeatCount)
                     .str());
   if (!reportOnly && emit != Emit::MLIR) {
-    for (auto [axis, size] : llvm::zip(config.mesh.names, config.mesh.sizes))
-      if (axis != "dp" && axis != "tp" && axis != "pp" && size > 1)
-        return fail("--mesh " + meshSpec + ": mesh axis '" + axis +
-                    "' is none of dp, tp and pp");
     if (config.precision == loom::codegen::Precision::Bf16)
       return fail("--precision=bf16: mixed-precision code is not generated "
                   "yet; --report plans it");
@@ -553,13 +549,6 @@ int main(int argc, char **argv) {
     cluster = *c;
   }
 
-  DialectRegistry registry;
-  registry.insert<loom::train::TrainDialect, loom::dist::DistDialect,
-                  arith::ArithDialect,
-                  func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
-  MLIRContext context(registry);
-  // Errors point at the model's lines; the op they are on is not dumped.
-  context.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   std::string error;
@@ -595,19 +584,6 @@ int main(int argc, char **argv) {
                       meshSpec, pp)
                       .str());
   }
-  // A pipeline's report starts with its plan: stages, schedule, bubble;
-  // the memory and communication per rank follow, from the rank program.
-  std::optional<double> pipelineBubble;
-  double firstRankBubble = 0;
-  llvm::json::Object pipelineJSON;
-  if (pp > 1 && (report || !reportJson.empty())) {
-    double worst = 0;
-    if (int rc = reportPipeline(*module, pp, *schedule, worst,
-                                firstRankBubble, pipelineJSON))
-      return rc;
-    pipelineBubble = worst;
-  }
-
   // A user's passes, inserted after the pass --insert-after names.
   bool inserted = false;
   std::string insertError;
@@ -621,12 +597,18 @@ int main(int argc, char **argv) {
                     "': " + insertError;
   };
 
-  PassManager pm(&context);
+  // The one pipeline, run a phase at a time: the report plans from the
+  // training step, and --emit=mlir stops there.
   loom::LoomOptions options;
+  options.mesh = meshSpec;
   options.microBatches = microBatches;
-  options.pipelineMesh = meshSpec;
   options.virtualStages = schedule ? schedule->virtualStages : 1;
+  options.sharding = shardingPreset;
+  options.sequenceParallel = sequenceParallel;
+  options.schedule = scheduleSpec;
   options.afterPass = afterPass;
+  options.until = loom::Phase::TrainingStep;
+  PassManager pm(&context);
   loom::buildLoomPipeline(pm, options);
   if (!insertError.empty())
     return fail(insertError);
@@ -635,6 +617,18 @@ int main(int argc, char **argv) {
   std::string step = print(*module);
   if (failed(dumpPhase("1-training-step.mlir", step)))
     return 1;
+  // A pipeline's report starts with its plan: stages, schedule, bubble;
+  // the memory and communication per rank follow, from the rank program.
+  std::optional<double> pipelineBubble;
+  double firstRankBubble = 0;
+  llvm::json::Object pipelineJSON;
+  if (pp > 1 && (report || !reportJson.empty())) {
+    double worst = 0;
+    if (int rc = reportPipeline(*module, config.mesh, pp, *schedule, worst,
+                                firstRankBubble, pipelineJSON))
+      return rc;
+    pipelineBubble = worst;
+  }
   std::optional<loom::codegen::Report> plan;
   if (report || !reportJson.empty()) {
     auto models = llvm::to_vector(module->getOps<loom::train::ModelOp>());
@@ -651,8 +645,9 @@ int main(int argc, char **argv) {
   // collectives.
   if (!meshSpec.empty() && (emit != Emit::MLIR || plan)) {
     PassManager dist(&context);
-    loom::buildDistPipeline(dist, meshSpec, shardingPreset, sequenceParallel,
-                            afterPass, scheduleSpec, microBatches);
+    options.from = loom::Phase::RankProgram;
+    options.until = loom::Phase::RankProgram;
+    loom::buildLoomPipeline(dist, options);
     if (!insertError.empty())
       return fail(insertError);
     if (failed(dist.run(*module)) ||
@@ -671,7 +666,7 @@ int main(int argc, char **argv) {
           loom::codegen::countCommunication(rank, config.mesh, cluster));
       // A mesh that splits more than the batch: activations and time are
       // the rank program's, not the one-rank plan's over dp.
-      if ((config.mesh.size("tp") > 1 || pp > 1) &&
+      if ((config.mesh.getSize(loom::dist::AxisRole::Tensor) > 1 || pp > 1) &&
           failed(plan->useRankProgram(rank)))
         return 1;
     }

@@ -18,3 +18,4 @@ train.model @mlp attributes {optimizer = #train.sgd<>, schedule = #train.schedul
   %loss = train.cross_entropy %l, %y : tensor<8x4xf32>, tensor<8xi32>
   train.output loss(%loss : tensor<f32>)
 }
+

@@ -144,3 +144,23 @@ train.model @m attributes {dist.schedule_slots = 0 : i64} {
   train.output loss(%loss : tensor<f32>)
 }
 // expected-error @-5 {{'train.model' op attribute 'dist.schedule_slots' must be at least 1}}
+
+// -----
+
+// An axis's role: implied by dp, tp and pp, stated for any other name, and
+// each role on one axis at most.
+// expected-error @below {{mesh axis "x" needs a role: "x" = N : data, tensor or pipeline}}
+train.model @m attributes {dist.mesh = #dist.mesh<["x" = 2]>} {
+  %x = train.input "x" : tensor<2x4xf32>
+  %loss = train.reduce sum %x dims [0, 1] : tensor<2x4xf32>
+  train.output loss(%loss : tensor<f32>)
+}
+
+// -----
+
+// expected-error @below {{mesh axes "pp" and "stage" both have the role pipeline (each role is on one axis at most)}}
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 2, "stage" = 2 : pipeline]>} {
+  %x = train.input "x" : tensor<2x4xf32>
+  %loss = train.reduce sum %x dims [0, 1] : tensor<2x4xf32>
+  train.output loss(%loss : tensor<f32>)
+}

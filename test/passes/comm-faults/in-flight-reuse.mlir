@@ -2,8 +2,8 @@
 // told to free in-flight buffers at their start, places a value computed
 // during the reduction over them, and the plan's own check rejects it. The
 // same plan without the fault passes.
-// RUN: loom-opt %s --loom-pipeline --dist-sharding-propagation="mesh=dp=2 preset=dp" --dist-partition --dist-comm-opt=bucket-bytes=1 --loom-memory-plan -o /dev/null
-// RUN: loom-opt %s --loom-pipeline --dist-sharding-propagation="mesh=dp=2 preset=dp" --dist-partition --dist-comm-opt=bucket-bytes=1 --loom-memory-plan=test-release-in-flight-at-start -verify-diagnostics -o /dev/null
+// RUN: loom-opt %s --loom-pipeline --dist-mesh="mesh=dp=2" --dist-sharding-propagation="preset=dp" --dist-partition --dist-comm-opt=bucket-bytes=1 --loom-memory-plan -o /dev/null
+// RUN: loom-opt %s --loom-pipeline --dist-mesh="mesh=dp=2" --dist-sharding-propagation="preset=dp" --dist-partition --dist-comm-opt=bucket-bytes=1 --loom-memory-plan=test-release-in-flight-at-start -verify-diagnostics -o /dev/null
 
 train.model @m attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %w = train.param "w" init(#train.init<normal, 0.25>) : tensor<16x16xf32>
