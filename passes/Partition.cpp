@@ -13,6 +13,11 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::sharding;
 using namespace loom::train;
+using loom::dist::FactorKind;
+using loom::dist::Linearity;
+using loom::dist::LocalizeContext;
+using loom::dist::OpShardingRule;
+using loom::dist::ShardingRuleOpInterface;
 
 namespace {
 
@@ -447,7 +452,7 @@ struct DistPartitionPass
     : public loom::impl::DistPartitionBase<DistPartitionPass> {
   void getDependentDialects(DialectRegistry &registry) const override {
     Base::getDependentDialects(registry);
-    sharding::registerDistShardingRules(registry);
+    registerTrainShardingRules(registry);
   }
   void runOnOperation() override {
     for (ModelOp model : getOperation().getOps<ModelOp>()) {

@@ -5,6 +5,11 @@
 using namespace mlir;
 using namespace loom;
 using namespace loom::train;
+using loom::dist::FactorKind;
+using loom::dist::Linearity;
+using loom::dist::LocalizeContext;
+using loom::dist::OpShardingRule;
+using loom::dist::ShardingRuleOpInterface;
 
 namespace loom::sharding {
 
@@ -133,34 +138,6 @@ SmallVector<RepeatLink> repeatLinks(RepeatOp repeat) {
        llvm::zip(repeat.getStackedResults(), yield.getStacked()))
     links.push_back({result, slice, true});
   return links;
-}
-
-namespace {
-struct AllReduceRule
-    : public ShardingRuleOpInterface::ExternalModel<AllReduceRule,
-                                                    dist::AllReduceOp> {
-  OpShardingRule getShardingRule(Operation *op) const {
-    auto type = cast<RankedTensorType>(op->getResult(0).getType());
-    OpShardingRule rule;
-    SmallVector<int64_t> dims;
-    for (auto [d, size] : llvm::enumerate(type.getShape())) {
-      rule.factorSizes.push_back(size);
-      rule.factorKinds.push_back(FactorKind::PassThrough);
-      dims.push_back(d);
-    }
-    rule.operandFactors.push_back(dims);
-    rule.resultFactors.push_back(dims);
-    rule.linearity = Linearity::PerOperand;
-    rule.linearIn = {true};
-    return rule;
-  }
-};
-} // namespace
-
-void registerDistShardingRules(DialectRegistry &registry) {
-  registry.addExtension(+[](MLIRContext *ctx, dist::DistDialect *) {
-    dist::AllReduceOp::attachInterface<AllReduceRule>(*ctx);
-  });
 }
 
 } // namespace loom::sharding

@@ -5,16 +5,12 @@
 #define LOOM_PASSES_SHARDING_H
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/sharding/TrainShardingRules.h"
 #include "dialects/train/TrainDialect.h"
 
 namespace loom::sharding {
 
 using Axes = llvm::SmallVector<mlir::StringAttr>;
-
-/// Gives `dist.all_reduce` a sharding rule (every dimension passes through;
-/// linear in its operand), for the pipeline's all-reduces over pp that
-/// precede dp and tp partitioning.
-void registerDistShardingRules(mlir::DialectRegistry &registry);
 
 /// The sharding recorded for `v` (a result or a repeat's block argument),
 /// or null.
@@ -42,7 +38,7 @@ inline int64_t annotationStrength(int64_t priority) {
 /// factor on a tie); need-replication factors get none. `conflicts` counts
 /// the disagreements.
 llvm::SmallVector<Axes>
-factorAxes(const train::OpShardingRule &rule,
+factorAxes(const dist::OpShardingRule &rule,
            llvm::ArrayRef<const llvm::SmallVector<Axes> *> operandDims,
            llvm::ArrayRef<const llvm::SmallVector<Axes> *> resultDims,
            llvm::function_ref<int64_t(unsigned tensor, int64_t dim)> strength,
@@ -50,7 +46,7 @@ factorAxes(const train::OpShardingRule &rule,
 
 /// The axes over which result `result` is unreduced because the factors
 /// that operands have and it lacks are sharded.
-Axes reductionAxes(const train::OpShardingRule &rule,
+Axes reductionAxes(const dist::OpShardingRule &rule,
                    llvm::ArrayRef<Axes> factorAxes, unsigned result);
 
 /// Each value that a repeat relates to one of its body's block arguments

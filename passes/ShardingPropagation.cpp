@@ -13,6 +13,11 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::sharding;
 using namespace loom::train;
+using loom::dist::FactorKind;
+using loom::dist::Linearity;
+using loom::dist::LocalizeContext;
+using loom::dist::OpShardingRule;
+using loom::dist::ShardingRuleOpInterface;
 
 namespace {
 
@@ -646,7 +651,7 @@ struct DistShardingPropagationPass
   using Base::Base;
   void getDependentDialects(DialectRegistry &registry) const override {
     Base::getDependentDialects(registry);
-    sharding::registerDistShardingRules(registry);
+    registerTrainShardingRules(registry);
   }
   void runOnOperation() override {
     if (preset != "none" && preset != "dp" && preset != "megatron" &&

@@ -13,6 +13,7 @@ using namespace loom::dist;
 
 #include "dialects/dist/DistDialect.cpp.inc"
 #include "dialects/dist/DistEnums.cpp.inc"
+#include "dialects/dist/DistInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/dist/DistAttrs.cpp.inc"
@@ -962,4 +963,23 @@ void loom::dist::placeOnStage(Operation *op, int64_t stage, int64_t ranks) {
   dist.getOnAttrHelper().setAttr(
       op, b.getDictionaryAttr(
               b.getNamedAttr(axis, b.getI64IntegerAttr(stage % ranks))));
+}
+
+/// Every dimension passes through, and the op is linear in its operand:
+/// the pipeline's all-reduces over its axis, which precede data and tensor
+/// partitioning, keep the sharding of what they reduce.
+OpShardingRule AllReduceOp::getShardingRule() {
+  auto type = cast<RankedTensorType>(getResult().getType());
+  OpShardingRule rule;
+  SmallVector<int64_t> dims;
+  for (auto [d, size] : llvm::enumerate(type.getShape())) {
+    rule.factorSizes.push_back(size);
+    rule.factorKinds.push_back(FactorKind::PassThrough);
+    dims.push_back(d);
+  }
+  rule.operandFactors.push_back(dims);
+  rule.resultFactors.push_back(dims);
+  rule.linearity = Linearity::PerOperand;
+  rule.linearIn = {true};
+  return rule;
 }

@@ -4,6 +4,7 @@
 #define LOOM_DIALECTS_DIST_DISTDIALECT_H
 
 #include "dialects/common/Bounds.h"
+#include "dialects/dist/ShardingRule.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -27,6 +28,8 @@ void printIntList(mlir::AsmPrinter &p, llvm::ArrayRef<int64_t> values);
 #include "dialects/dist/DistAttrs.h.inc"
 
 #include "dialects/dist/DistDialect.h.inc"
+
+#include "dialects/dist/DistInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "dialects/dist/DistOps.h.inc"

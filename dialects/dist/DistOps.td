@@ -16,6 +16,7 @@ include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "dialects/common/Bounds.td"
+include "dialects/dist/DistInterfaces.td"
 
 def Dist_Dialect : Dialect {
   let name = "dist";
@@ -236,7 +237,8 @@ class Dist_CollectiveOp<string mnemonic, list<Trait> traits = []>
   let extraClassDeclaration = commonDecls;
 }
 
-def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
+def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce", [SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Dist_ShardingRuleOpInterface, ["getShardingRule"]>]> {
   let summary = "Sum (or max) of a tensor over the ranks of mesh axes";
   let description = [{
     Every rank of the group over `axes` gets the elementwise reduction of

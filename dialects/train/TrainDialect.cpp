@@ -28,7 +28,6 @@ void TrainDialect::initialize() {
 #define GET_OP_LIST
 #include "dialects/train/TrainOps.cpp.inc"
       >();
-  attachShardingRules(getContext());
 }
 
 Operation *TrainDialect::materializeConstant(OpBuilder &builder, Attribute value,

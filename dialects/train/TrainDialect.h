@@ -3,7 +3,6 @@
 #ifndef LOOM_DIALECTS_TRAIN_TRAINDIALECT_H
 #define LOOM_DIALECTS_TRAIN_TRAINDIALECT_H
 
-#include "dialects/train/ShardingRule.h"
 #include "dialects/common/Bounds.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -39,9 +38,6 @@ llvm::LogicalResult inferBroadcast(std::optional<mlir::Location> loc,
 } // namespace loom::train::detail
 
 namespace loom::train {
-/// Attaches ShardingRuleOpInterface to every op that has a sharding rule
-/// (ShardingRules.cpp).
-void attachShardingRules(mlir::MLIRContext *ctx);
 } // namespace loom::train
 
 #include "dialects/train/TrainInterfaces.h.inc"

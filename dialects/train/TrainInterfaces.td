@@ -64,33 +64,6 @@ def Train_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
-def Train_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
-  let cppNamespace = "::loom::train";
-  let description = [{
-    The factor-based sharding rule of an op (after Shardy's
-    OpShardingRuleAttr): every dimension of every operand and result is
-    mapped to a factor; a factor is pass-through (sharding it shards the
-    result the same way), reduction (sharding it leaves the result unreduced
-    over those axes) or need-replication (it cannot be sharded).
-    `dist-sharding-propagation` reads these rules.
-  }];
-  let methods = [
-    InterfaceMethod<"The op's sharding rule.",
-      "::loom::train::OpShardingRule", "getShardingRule", (ins)>,
-    InterfaceMethod<[{
-        Called by `dist-partition` after the op got its per-rank types, with
-        the builder after the op: an op whose local result is not simply the
-        op applied to the local operands (a mean over a sharded dimension, a
-        mask keyed by global indices) adjusts itself or its users here. The
-        default changes nothing.
-      }],
-      "::llvm::LogicalResult", "localize",
-      (ins "::mlir::OpBuilder &":$builder,
-           "const ::loom::train::LocalizeContext &":$context), [{}],
-      [{ return ::mlir::success(); }]>,
-  ];
-}
-
 def Train_KernelOpInterface : OpInterface<"KernelOpInterface"> {
   let cppNamespace = "::loom::train";
   let description = [{

@@ -7,6 +7,7 @@
 
 #include "codegen/Passes.h"
 #include "dialects/dist/DistDialect.h"
+#include "dialects/sharding/TrainShardingRules.h"
 #include "dialects/train/TrainDialect.h"
 #include "passes/Passes.h"
 
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
                   mlir::arith::ArithDialect,
                   mlir::func::FuncDialect, mlir::scf::SCFDialect,
                   mlir::emitc::EmitCDialect>();
+  loom::registerTrainShardingRules(registry);
   mlir::registerTransformsPasses();
   loom::registerAllPasses();
   loom::codegen::registerCodegenPasses();

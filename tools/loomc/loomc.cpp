@@ -9,6 +9,7 @@
 #include "codegen/Passes.h"
 #include "codegen/Report.h"
 #include "dialects/dist/DistDialect.h"
+#include "dialects/sharding/TrainShardingRules.h"
 #include "dialects/train/TrainDialect.h"
 #include "passes/Passes.h"
 #include "passes/PipelineSchedule.h"
@@ -508,6 +509,7 @@ int main(int argc, char **argv) {
   registry.insert<loom::train::TrainDialect, loom::dist::DistDialect,
                   arith::ArithDialect,
                   func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
+  loom::registerTrainShardingRules(registry);
   MLIRContext context(registry);
   // Errors point at the model's lines; the op they are on is not dumped.
   context.printOpOnDiagnostic(false);

@@ -1,15 +1,26 @@
-//===- ShardingRules.cpp - the sharding rule of every train op ------------===//
+//===- TrainShardingRules.cpp - the sharding rule of every train op -------===//
 //
-// ShardingRuleOpInterface is attached to the ops here, one rule per op kind,
-// so that dist-sharding-propagation and dist-partition never look at op
-// names. A rule maps every dimension to a factor (see ShardingRule.h).
+// The dist dialect's ShardingRuleOpInterface, attached to the train ops as
+// external models, one rule per op kind, so that dist-sharding-propagation
+// and dist-partition never look at op names. A rule maps every dimension to
+// a factor (see dialects/dist/ShardingRule.h). This library is the one that
+// depends on both dialects: train knows nothing of dist, and dist nothing
+// of train's ops.
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialects/sharding/TrainShardingRules.h"
+
+#include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
 
 using namespace mlir;
 using namespace loom::train;
+using loom::dist::FactorKind;
+using loom::dist::Linearity;
+using loom::dist::LocalizeContext;
+using loom::dist::OpShardingRule;
+using loom::dist::ShardingRuleOpInterface;
 
 namespace {
 
@@ -613,8 +624,10 @@ template <typename... OpTs> void attach(MLIRContext *ctx) {
 
 } // namespace
 
-void loom::train::attachShardingRules(MLIRContext *ctx) {
-  attach<MatmulOp, AddOp, SubOp, MulOp, DivOp, ReluOp, GeluOp, SiluOp, TanhOp,
+void loom::registerTrainShardingRules(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, TrainDialect *,
+                            loom::dist::DistDialect *) {
+    attach<MatmulOp, AddOp, SubOp, MulOp, DivOp, ReluOp, GeluOp, SiluOp, TanhOp,
          ExpOp, LogOp, SqrtOp, RsqrtOp, ScaleOp, ConvertOp, ReduceOp,
          BroadcastOp, SumToOp, ReduceMaxGradOp, SoftmaxOp, SoftmaxGradOp,
          LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, AttentionOp,
@@ -623,4 +636,5 @@ void loom::train::attachShardingRules(MLIRContext *ctx) {
          TransposeOp, SliceOp, PadOp, ConcatOp, LrScheduleOp, GlobalNormOp,
          ClipFactorOp, SGDUpdateOp, AdamWUpdateOp, ReluGradOp, GeluGradOp,
          SiluGradOp, TanhGradOp>(ctx);
+  });
 }

@@ -1,14 +1,15 @@
 //===- ShardingRule.h - factor-based sharding rules of ops ------*- C++ -*-===//
 //
-// The data an op's ShardingRuleOpInterface returns. Modelled on Shardy's
+// The data an op's ShardingRuleOpInterface (the dist dialect's, as in Shardy
+// the sharding dialect owns it) returns. Modelled on Shardy's
 // OpShardingRuleAttr: each dimension of each operand and result is mapped to a
 // factor, and each factor has a size and a kind that says what sharding it
 // does to the op.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_DIALECTS_TRAIN_SHARDINGRULE_H
-#define LOOM_DIALECTS_TRAIN_SHARDINGRULE_H
+#ifndef LOOM_DIALECTS_DIST_SHARDINGRULE_H
+#define LOOM_DIALECTS_DIST_SHARDINGRULE_H
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -17,7 +18,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace loom::train {
+namespace loom::dist {
 
 /// What sharding a factor along a mesh axis does to the op.
 enum class FactorKind {
@@ -78,6 +79,6 @@ struct LocalizeContext {
       allReduce;
 };
 
-} // namespace loom::train
+} // namespace loom::dist
 
-#endif // LOOM_DIALECTS_TRAIN_SHARDINGRULE_H
+#endif // LOOM_DIALECTS_DIST_SHARDINGRULE_H
