@@ -9,7 +9,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
-#include "passes/PipelineSchedule.h"
+#include "passes/Schedules.h"
 
 #include <functional>
 

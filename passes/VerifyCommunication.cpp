@@ -17,7 +17,6 @@
 
 namespace loom {
 #define GEN_PASS_DEF_DISTVERIFYCOMMUNICATION
-#define GEN_PASS_DEF_DISTINJECTCOMMFAULT
 #include "passes/Passes.h.inc"
 } // namespace loom
 
@@ -27,37 +26,7 @@ using namespace loom::train;
 
 namespace {
 
-/// Whether world rank `rank` of `mesh` runs `op` (and every op around it):
-/// `dist.ranks` lists world ranks, `dist.on` coordinates.
-bool runsOn(Operation *op, dist::MeshAttr mesh, int64_t rank) {
-  SmallVector<int64_t> c(mesh.getSizes().size());
-  for (int64_t a = int64_t(c.size()) - 1, r = rank; a >= 0; --a) {
-    c[a] = r % mesh.getSizes()[a];
-    r /= mesh.getSizes()[a];
-  }
-  dist::DistDialect &attrs = dist::attrs(mesh.getContext());
-  for (; op; op = op->getParentOp()) {
-    if (auto ranks = attrs.getRanksAttrHelper().getAttr(op))
-      if (!llvm::is_contained(ranks.asArrayRef(), rank))
-        return false;
-    if (auto on = attrs.getOnAttrHelper().getAttr(op))
-      for (NamedAttribute entry : on) {
-        int64_t axis = mesh.getAxisIndex(entry.getName());
-        auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
-        if (axis >= 0 && coordinate && c[axis] != coordinate.getInt())
-          return false;
-      }
-  }
-  return true;
-}
 
-/// Collectives and point-to-point transfers (not `dist.shard`, which is
-/// local).
-bool isCommunication(Operation *op) {
-  return isa<dist::SendOp, dist::RecvOp>(op) ||
-         (isa_and_nonnull<dist::DistDialect>(op->getDialect()) &&
-          op->hasAttr("axes") && !isa<dist::ShardOp>(op));
-}
 
 /// One communication as a rank issues it: a collective over a group, or one
 /// half of a point-to-point transfer.
@@ -128,7 +97,7 @@ struct Simulator {
   /// The communication `rank` issues in `block`, repeats unrolled.
   void collect(Block &block, int64_t rank, SmallVector<Event> &out) {
     for (Operation &op : block) {
-      if (!runsOn(&op, mesh, rank))
+      if (!dist::runsOn(&op, mesh, rank))
         continue;
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         // Every iteration issues the same events: collected once, then
@@ -158,7 +127,7 @@ struct Simulator {
         out.push_back(e);
         continue;
       }
-      if (!isCommunication(&op))
+      if (!dist::isCommunication(&op))
         continue;
       auto axes = op.getAttrOfType<ArrayAttr>("axes");
       Event e{Event::Collective, &op};
@@ -425,109 +394,6 @@ struct DistVerifyCommunicationPass
                      model.getContext(), int64_t(sim.simulated.size()),
                      mesh.getNumRanks(), b.getStrArrayAttr(sim.classAxes),
                      busiest));
-    }
-  }
-};
-
-/// Makes `op` run only on the world ranks `ranks`.
-void restrict(Operation *op, ArrayRef<int64_t> ranks) {
-  dist::attrs(op).getRanksAttrHelper().setAttr(
-      op, DenseI64ArrayAttr::get(op->getContext(), ranks));
-}
-
-struct DistInjectCommFaultPass
-    : public loom::impl::DistInjectCommFaultBase<DistInjectCommFaultPass> {
-  using Base::Base;
-  void runOnOperation() override {
-    for (ModelOp model : getOperation().getOps<ModelOp>()) {
-      auto mesh = dist::attrs(model).getMeshAttrHelper().getAttr(model);
-      if (!mesh)
-        continue;
-      SmallVector<Operation *> collectives;
-      model.walk([&](Operation *op) {
-        if (isCommunication(op))
-          collectives.push_back(op);
-      });
-      if (index >= int64_t(collectives.size())) {
-        model.emitError("dist-inject-comm-fault: the model has ")
-            << collectives.size() << " communication ops, no op "
-            << int64_t(index);
-        return signalPassFailure();
-      }
-      if (!runsOn(collectives[index], mesh, rank)) {
-        collectives[index]->emitError("dist-inject-comm-fault: rank ")
-            << int64_t(rank) << " does not run this op";
-        return signalPassFailure();
-      }
-      // The next communication op that rank `rank` runs, for `swap`.
-      Operation *next = nullptr;
-      for (Operation *later : ArrayRef(collectives).drop_front(index + 1))
-        if (runsOn(later, mesh, rank)) {
-          next = later;
-          break;
-        }
-      if (fault == "swap" && !next) {
-        model.emitError("dist-inject-comm-fault: rank ")
-            << int64_t(rank) << " runs no communication after op "
-            << int64_t(index);
-        return signalPassFailure();
-      }
-      SmallVector<int64_t> others;
-      for (int64_t r = 0; r < mesh.getNumRanks(); ++r)
-        if (r != rank)
-          others.push_back(r);
-      Operation *op = collectives[index];
-      if (isa<dist::AllReduceStartOp, dist::WaitOp>(op) ||
-          (fault == "swap" && isa<dist::AllReduceStartOp>(next))) {
-        op->emitError("dist-inject-comm-fault: inject faults before "
-                      "dist-comm-opt, into blocking collectives");
-        return signalPassFailure();
-      }
-      OpBuilder b(op);
-      if (fault == "skip") {
-        restrict(op, others);
-      } else if (fault == "swap") {
-        // Rank `rank` issues this op after the next one it runs (a copy,
-        // whose result nothing reads: only the order is wrong).
-        b.setInsertionPointAfter(next);
-        Operation *late = b.clone(*op);
-        restrict(late, {rank});
-        restrict(op, others);
-      } else if (fault == "count" || fault == "type") {
-        // Rank `rank` reduces (or sends) a tensor of another size or
-        // element type.
-        if (op->getNumOperands() == 0) {
-          op->emitError("dist-inject-comm-fault: '")
-              << fault << "' changes an operand; this op has none";
-          return signalPassFailure();
-        }
-        b.setInsertionPoint(op);
-        IRMapping map;
-        for (Value v : op->getOperands()) {
-          auto type = cast<RankedTensorType>(v.getType());
-          Value changed;
-          if (fault == "type") {
-            changed = ConvertOp::create(b, op->getLoc(), v,
-                                        TypeAttr::get(b.getBF16Type()));
-          } else {
-            SmallVector<int64_t> offsets(type.getRank(), 0),
-                sizes(type.getShape());
-            if (!sizes.empty() && sizes.back() > 1)
-              --sizes.back();
-            changed = SliceOp::create(b, op->getLoc(), v, offsets, sizes);
-          }
-          map.map(v, changed);
-        }
-        Operation *wrong = b.clone(*op, map);
-        for (auto [r, v] : llvm::zip(wrong->getResults(), wrong->getOperands()))
-          r.setType(v.getType());
-        restrict(wrong, {rank});
-        restrict(op, others);
-      } else {
-        model.emitError("dist-inject-comm-fault: unknown fault '")
-            << fault << "' (skip, swap, count or type)";
-        return signalPassFailure();
-      }
     }
   }
 };

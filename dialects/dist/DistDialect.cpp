@@ -941,6 +941,36 @@ SmallVector<int64_t> ShardOp::getGroupMasks(MeshAttr mesh) {
   return masks;
 }
 
+/// Whether world rank `rank` of `mesh` runs `op` (and every op around it):
+/// `dist.ranks` lists world ranks, `dist.on` coordinates.
+bool loom::dist::runsOn(Operation *op, MeshAttr mesh, int64_t rank) {
+  SmallVector<int64_t> c(mesh.getSizes().size());
+  for (int64_t a = int64_t(c.size()) - 1, r = rank; a >= 0; --a) {
+    c[a] = r % mesh.getSizes()[a];
+    r /= mesh.getSizes()[a];
+  }
+  DistDialect &attrs = loom::dist::attrs(mesh.getContext());
+  for (; op; op = op->getParentOp()) {
+    if (auto ranks = attrs.getRanksAttrHelper().getAttr(op))
+      if (!llvm::is_contained(ranks.asArrayRef(), rank))
+        return false;
+    if (auto on = attrs.getOnAttrHelper().getAttr(op))
+      for (NamedAttribute entry : on) {
+        int64_t axis = mesh.getAxisIndex(entry.getName());
+        auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
+        if (axis >= 0 && coordinate && c[axis] != coordinate.getInt())
+          return false;
+      }
+  }
+  return true;
+}
+
+bool loom::dist::isCommunication(Operation *op) {
+  return isa<SendOp, RecvOp>(op) ||
+         (isa_and_nonnull<DistDialect>(op->getDialect()) &&
+          op->hasAttr("axes") && !isa<ShardOp>(op));
+}
+
 std::optional<int64_t> loom::dist::stageOf(Operation *op) {
   if (auto s = attrs(op).getStageAttrHelper().getAttr(op))
     return s.getInt();

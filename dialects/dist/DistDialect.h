@@ -56,6 +56,14 @@ std::optional<AxisRole> conventionalRole(llvm::StringRef axis);
 llvm::Expected<MeshAttr> parseMesh(mlir::MLIRContext *ctx,
                                    llvm::StringRef spec);
 
+/// Whether world rank `rank` of `mesh` runs `op` (and every op around it):
+/// `dist.ranks` lists world ranks, `dist.on` mesh coordinates.
+bool runsOn(mlir::Operation *op, MeshAttr mesh, int64_t rank);
+
+/// Whether `op` communicates: a collective over mesh axes or one half of a
+/// point-to-point transfer (not `dist.shard`, which is local).
+bool isCommunication(mlir::Operation *op);
+
 /// The pipeline stage of an op (its `dist.stage`), if it has one.
 std::optional<int64_t> stageOf(mlir::Operation *op);
 

@@ -19,7 +19,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loomrt/loomrt.h"
-#include "passes/PipelineSchedule.h"
+#include "passes/Schedules.h"
 
 #include <chrono>
 #include <cstdio>

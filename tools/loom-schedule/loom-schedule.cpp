@@ -12,7 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "passes/PipelineSchedule.h"
+#include "passes/Schedules.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"

@@ -12,7 +12,7 @@
 #include "dialects/sharding/TrainShardingRules.h"
 #include "dialects/train/TrainDialect.h"
 #include "passes/Passes.h"
-#include "passes/PipelineSchedule.h"
+#include "passes/Schedules.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/MLIRContext.h"

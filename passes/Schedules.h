@@ -1,4 +1,4 @@
-//===- PipelineSchedule.h - pipeline schedules as data ---------*- C++ -*-===//
+//===- Schedules.h - pipeline schedules as data ----------------*- C++ -*-===//
 //
 // A pipeline schedule is, per pipeline rank, the ordered list of compute
 // actions it runs: (stage, work, micro-batch), work being a forward, a full
@@ -19,8 +19,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_PASSES_PIPELINESCHEDULE_H
-#define LOOM_PASSES_PIPELINESCHEDULE_H
+#ifndef LOOM_PASSES_SCHEDULES_H
+#define LOOM_PASSES_SCHEDULES_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -155,4 +155,4 @@ std::string drawSVG(const Schedule &schedule, const Simulation &simulation);
 
 } // namespace loom::pipeline
 
-#endif // LOOM_PASSES_PIPELINESCHEDULE_H
+#endif // LOOM_PASSES_SCHEDULES_H

@@ -1,4 +1,4 @@
-//===- Pipeline.cpp - the Loom pipeline and pass registration -------------===//
+//===- LoomPipeline.cpp - loom-pipeline, the one pipeline builder ---------===//
 
 #include "passes/Passes.h"
 

@@ -1,0 +1,482 @@
+//===- PipelineTransfers.cpp - dist-pipeline-transfers ---------------------===//
+//
+// Where each stage's values live and how they reach the stages that read
+// them: sends and receives over the pipeline axis (dist-pipeline-transfers),
+// and the all-reduce of the partial sums every rank holds after the
+// backward (reduceOverStages, which dist-pipeline-reduce runs).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "dialects/dist/DistDialect.h"
+#include "dialects/dist/PipelineLoops.h"
+#include "dialects/train/Adjoint.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
+#include "passes/PipelineStages.h"
+
+namespace loom {
+#define GEN_PASS_DEF_DISTPIPELINETRANSFERS
+#include "passes/Passes.h.inc"
+} // namespace loom
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::train;
+using loom::dist::backwardOf;
+using loom::dist::weightPartOf;
+
+namespace {
+
+using dist::placeOnStage;
+using dist::stageOf;
+
+struct Transfers {
+  Transfers(ModelOp model, int64_t ranks, StringAttr axis)
+      : model(model), ranks(ranks), axis(axis) {}
+
+  ModelOp model;
+  int64_t ranks;
+  /// The mesh's pipeline axis.
+  StringAttr axis;
+  /// The stages whose ranks hold a value's real contribution: one for an
+  /// op on a stage, the union of its operands' for an op on every rank
+  /// (which then holds a partial sum: zero where a stage did not run),
+  /// none for a value every rank holds whole.
+  DenseMap<Value, SmallVector<int64_t, 2>> where;
+  /// The received copy of a value on a stage.
+  DenseMap<std::pair<Value, int64_t>, Value> received;
+
+  ArrayRef<int64_t> contributors(Value v) {
+    auto it = where.find(v);
+    if (it != where.end())
+      return it->second;
+    SmallVector<int64_t, 2> stages;
+    if (Operation *def = v.getDefiningOp()) {
+      if (auto s = stageOf(def)) {
+        stages.push_back(*s);
+      } else {
+        for (Value operand : def->getOperands())
+          llvm::append_range(stages, contributors(operand));
+        // A loop on every rank whose body runs ops of stages yields their
+        // parts (conservatively: every stage inside it).
+        def->walk([&](Operation *nested) {
+          if (auto s = stageOf(nested); s && nested != def)
+            stages.push_back(*s);
+        });
+        llvm::sort(stages);
+        stages.erase(llvm::unique(stages), stages.end());
+      }
+    }
+    return where[v] = stages;
+  }
+
+  /// A copy of `v` on stage `to`, sent from stage `from` right after `v` is
+  /// made: both ranks reach the pair at the same point of the program.
+  Value transfer(Value v, int64_t from, int64_t to) {
+    auto key = std::make_pair(v, to);
+    if (Value r = received.lookup(key))
+      return r;
+    OpBuilder b(v.getContext());
+    if (Operation *def = v.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+    Location loc = v.getLoc();
+    auto send = dist::SendOp::create(b, loc, v, axis, to % ranks);
+    placeOnStage(send, from, ranks);
+    auto recv = dist::RecvOp::create(b, loc, v.getType(), axis, from % ranks);
+    placeOnStage(recv, to, ranks);
+    return received[key] = recv.getResult();
+  }
+
+  SmallVector<Operation *> stagedOps() {
+    SmallVector<Operation *> staged;
+    model.getBody().walk([&](Operation *op) {
+      if (stageOf(op))
+        staged.push_back(op);
+    });
+    return staged;
+  }
+
+  /// Every rank runs its stages' ops and holds zeros for the others', so
+  /// gradients and the loss are partial sums over the pipeline: one
+  /// all-reduce over pp makes them whole on every rank, which then takes
+  /// the same optimizer step (clipping included) on every parameter.
+  void reduce() {
+    OutputOp output = model.getOutput();
+    OpBuilder b(output);
+    auto sum = [&](Value v) -> Value {
+      if (contributors(v).empty())
+        return v;
+      return dist::AllReduceOp::create(b, output.getLoc(), v,
+                                       b.getArrayAttr({axis}), false);
+    };
+    output.getLossMutable().assign(sum(output.getLoss()));
+    for (OpOperand &g : output.getGradsMutable())
+      g.set(sum(g.get()));
+  }
+
+  /// A staged op that reads another stage's value gets a copy sent right
+  /// after the value is made; then the stage decides the rank (`dist.on`,
+  /// which the verifier and the code generator read).
+  /// The forward edges (a stage reading a lower stage's value) at the top
+  /// level of `body`, once per value and reading stage, in order.
+  SmallVector<std::tuple<Value, int64_t, int64_t>> forwardEdges(Block &body) {
+    SmallVector<std::tuple<Value, int64_t, int64_t>> edges;
+    DenseSet<std::pair<Value, int64_t>> seen;
+    for (Operation &op : body) {
+      std::optional<int64_t> stage = stageOf(&op);
+      if (!stage)
+        continue;
+      for (Value v : op.getOperands()) {
+        ArrayRef<int64_t> from = contributors(v);
+        if (from.size() == 1 && from[0] < *stage &&
+            from[0] % ranks != *stage % ranks &&
+            seen.insert({v, *stage}).second)
+          edges.push_back({v, from[0], *stage});
+      }
+    }
+    return edges;
+  }
+
+  /// The backward of the micro-batch loop recomputes each micro-batch's
+  /// forward. Across stages that would send the activations again, and
+  /// make a stage's backward wait for the earlier stages' recomputation;
+  /// instead the forward loop keeps what each stage received (a stacked
+  /// result per transfer) and the backward reads it back.
+  void saveForwardTransfers(RepeatOp forward, RepeatOp backward) {
+    Block &fBody = forward.getBodyBlock(), &bBody = backward.getBodyBlock();
+    auto fEdges = forwardEdges(fBody), bEdges = forwardEdges(bBody);
+    if (fEdges.empty() || fEdges.size() != bEdges.size())
+      return;
+    for (auto [f, b] : llvm::zip(fEdges, bEdges))
+      if (std::get<0>(f).getType() != std::get<0>(b).getType() ||
+          std::get<1>(f) != std::get<1>(b) || std::get<2>(f) != std::get<2>(b))
+        return;
+    // The forward loop: each transfer's received value, yielded per
+    // micro-batch before the saved carries.
+    SmallVector<Value> received;
+    for (auto [v, from, to] : fEdges) {
+      Value r = transfer(v, from, to);
+      v.replaceUsesWithIf(r, [&, to = to](OpOperand &use) {
+        std::optional<int64_t> s = stageOf(use.getOwner());
+        return s && *s == to && use.getOwner() != r.getDefiningOp() &&
+               !isa<dist::SendOp>(use.getOwner());
+      });
+      received.push_back(r);
+    }
+    int64_t count = forward.getCount();
+    size_t numCarries = forward.getCarries().size();
+    size_t numUser = forward.getStackedResults().size() - numCarries;
+    OpBuilder b(forward);
+    SmallVector<Type> stackedTypes;
+    for (Value r : forward.getStackedResults().take_front(numUser))
+      stackedTypes.push_back(r.getType());
+    for (Value r : received) {
+      auto t = cast<RankedTensorType>(r.getType());
+      SmallVector<int64_t> shape{count};
+      llvm::append_range(shape, t.getShape());
+      stackedTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
+    }
+    for (Value r : forward.getStackedResults().take_back(numCarries))
+      stackedTypes.push_back(r.getType());
+    auto saving = RepeatOp::create(
+        b, forward.getLoc(), forward.getCarryResults().getTypes(),
+        stackedTypes, count, forward.getReverse(), forward.getSavesCarries(),
+        forward.getCarries(), forward.getStacked(), forward.getInvariants());
+    saving->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
+    saving.getBody().takeBody(forward.getBody());
+    YieldOp yield = saving.getYield();
+    SmallVector<Value> slices(yield.getStacked().take_front(numUser));
+    llvm::append_range(slices, received);
+    llvm::append_range(slices, yield.getStacked().take_back(numCarries));
+    OpBuilder y(yield);
+    YieldOp::create(y, yield.getLoc(), yield.getCarries(), slices);
+    yield.erase();
+    for (auto [i, r] : llvm::enumerate(forward.getCarryResults()))
+      r.replaceAllUsesWith(saving.getCarryResults()[i]);
+    for (size_t i = 0; i < numUser; ++i)
+      forward.getStackedResults()[i].replaceAllUsesWith(
+          saving.getStackedResults()[i]);
+    for (size_t i = 0; i < numCarries; ++i)
+      forward.getStackedResults()[numUser + i].replaceAllUsesWith(
+          saving.getStackedResults()[numUser + received.size() + i]);
+    forward.erase();
+
+    // The backward loop reads them as stacked operands.
+    size_t bCarries = backward.getCarries().size();
+    size_t bStacked = backward.getStacked().size();
+    SmallVector<Value> stacked(backward.getStacked());
+    for (size_t k = 0; k < received.size(); ++k)
+      stacked.push_back(saving.getStackedResults()[numUser + k]);
+    OpBuilder bb(backward);
+    auto reading = RepeatOp::create(
+        bb, backward.getLoc(), backward.getCarryResults().getTypes(),
+        backward.getStackedResults().getTypes(), backward.getCount(),
+        backward.getReverse(), backward.getSavesCarries(),
+        backward.getCarries(), stacked, backward.getInvariants());
+    reading->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
+    reading.getBody().takeBody(backward.getBody());
+    Block &body = reading.getBodyBlock();
+    for (auto [k, r] : llvm::enumerate(received)) {
+      BlockArgument slice = body.insertArgument(
+          1 + bCarries + bStacked + k, r.getType(), r.getLoc());
+      auto [v, from, to] = bEdges[k];
+      v.replaceUsesWithIf(slice, [&, to = to](OpOperand &use) {
+        std::optional<int64_t> s = stageOf(use.getOwner());
+        return s && *s == to;
+      });
+    }
+    backward.replaceAllUsesWith(reading.getResults());
+    backward.erase();
+  }
+
+  /// The micro-batch loop and its backward: a forward repeat saving its
+  /// carries whose body runs stages' ops, and the reverse repeat that
+  /// reads its saved carries.
+  void saveMicroBatchTransfers() {
+    SmallVector<std::pair<RepeatOp, RepeatOp>> loops;
+    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+      if (RepeatOp backward = backwardOf(forward); backward && !stageOf(forward))
+        loops.push_back({forward, backward});
+    for (auto [forward, backward] : loops)
+      saveForwardTransfers(forward, backward);
+  }
+
+  LogicalResult transferAll() {
+    saveMicroBatchTransfers();
+    SmallVector<Operation *> staged = stagedOps();
+    for (Operation *op : staged) {
+      int64_t stage = *stageOf(op);
+      for (OpOperand &use : op->getOpOperands()) {
+        ArrayRef<int64_t> from = contributors(use.get());
+        if (from.empty() || (from.size() == 1 && from[0] == stage))
+          continue;
+        if (from.size() > 1)
+          return op->emitOpError("runs on pipeline stage ")
+                 << stage << " and reads a value that stages "
+                 << llvm::make_range(from.begin(), from.end())
+                 << " each hold part of, which pipelines do not combine "
+                    "yet";
+        if (from[0] % ranks == stage % ranks) {
+          // Interleaved stages on one rank run in different actions of
+          // the schedule, which keep nothing for each other.
+          if (from[0] != stage)
+            return op->emitOpError("runs on pipeline stage ")
+                   << stage << " and reads a value of stage " << from[0]
+                   << ", which runs on the same rank; interleaved stages "
+                      "exchange values only with other ranks' stages";
+          continue;
+        }
+        use.set(transfer(use.get(), from[0], stage));
+      }
+    }
+    // The stage decides the rank (`dist.on`, which the verifier and the
+    // code generator read); `dist.stage` stays for the schedule's actions.
+    for (Operation *op : staged)
+      placeOnStage(op, *stageOf(op), ranks);
+    // Pairs found before any is rewritten: accumulatePerStage replaces the
+    // backward repeat, which a walk over the repeats would reach erased.
+    SmallVector<RepeatOp> backwards;
+    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+      if (RepeatOp backward = backwardOf(forward); backward && !stageOf(forward))
+        backwards.push_back(backward);
+    for (RepeatOp backward : backwards)
+      accumulatePerStage(backward);
+    return success();
+  }
+
+  /// The leaves of a sum over stages: `v` itself when one stage makes it,
+  /// or the leaves of an add of no stage; false when `v` is neither.
+  bool stageLeaves(Value v, Block &body,
+                   SmallVectorImpl<std::pair<Value, int64_t>> &leaves) {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != &body)
+      return false;
+    if (std::optional<int64_t> s = stageOf(def)) {
+      leaves.push_back({v, *s});
+      return true;
+    }
+    auto add = dyn_cast<AddOp>(def);
+    return add && add.getLhs().getType() == add.getType() &&
+           add.getRhs().getType() == add.getType() && v.hasOneUse() &&
+           stageLeaves(add.getLhs(), body, leaves) &&
+           stageLeaves(add.getRhs(), body, leaves);
+  }
+
+  /// The backward micro-batch loop accumulates each gradient as the sum
+  /// over stages of their parts, padded to the whole parameter: every
+  /// action would add (and zero-fill) the whole model's gradients. Instead
+  /// each stage's part accumulates in a carry of its own, updated by an op
+  /// of that stage (so only its actions touch it); the padding and the
+  /// sum over stages happen once, after the loop.
+  void accumulatePerStage(RepeatOp backward) {
+    Block &body = backward.getBodyBlock();
+    YieldOp yield = backward.getYield();
+    size_t numCarries = backward.getCarries().size();
+    struct Part {
+      Value value;       ///< the stage's gradient in the loop
+      int64_t stage;
+      /// Its padding to the whole parameter, if any.
+      DenseI64ArrayAttr low, high;
+    };
+    SmallVector<SmallVector<Part>> parts(numCarries);
+    bool any = false;
+    for (auto [k, next] : llvm::enumerate(yield.getCarries())) {
+      BlockArgument arg = body.getArgument(1 + k);
+      auto add = next.getDefiningOp<AddOp>();
+      if (!add || stageOf(add) || !arg.hasOneUse() ||
+          !next.hasOneUse() || add.getLhs() != arg)
+        continue;
+      SmallVector<std::pair<Value, int64_t>> leaves;
+      if (!stageLeaves(add.getRhs(), body, leaves))
+        continue;
+      for (auto [v, stage] : leaves) {
+        auto pad = v.getDefiningOp<PadOp>();
+        if (pad && !v.hasOneUse())
+          pad = PadOp();
+        if (pad)
+          parts[k].push_back(
+              {pad.getInput(), stage, pad.getLowAttr(), pad.getHighAttr()});
+        else
+          parts[k].push_back({v, stage, {}, {}});
+      }
+      any = true;
+    }
+    if (!any)
+      return;
+
+    // The new loop: the carries kept, then one per stage part.
+    OpBuilder b(backward);
+    Location loc = backward.getLoc();
+    SmallVector<Value> carries;
+    SmallVector<Type> carryTypes;
+    for (auto [k, init] : llvm::enumerate(backward.getCarries()))
+      if (parts[k].empty()) {
+        carries.push_back(init);
+        carryTypes.push_back(init.getType());
+      }
+    size_t kept = carries.size();
+    for (auto &list : parts)
+      for (Part &part : list) {
+        carries.push_back(zerosLike(b, loc, part.value.getType()));
+        carryTypes.push_back(part.value.getType());
+      }
+    auto loop = RepeatOp::create(
+        b, loc, carryTypes, backward.getStackedResults().getTypes(),
+        backward.getCount(), backward.getReverse(), backward.getSavesCarries(),
+        carries, backward.getStacked(), backward.getInvariants());
+    loop->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
+    loop.getBody().takeBody(backward.getBody());
+
+    // In the body: each part's accumulation on its stage.
+    OpBuilder in(yield);
+    SmallVector<Value> nexts;
+    for (auto [k, next] : llvm::enumerate(yield.getCarries()))
+      if (parts[k].empty())
+        nexts.push_back(next);
+    size_t at = 1 + numCarries;
+    for (auto &list : parts)
+      for (Part &part : list) {
+        BlockArgument acc =
+            body.insertArgument(at++, part.value.getType(), loc);
+        auto sum = AddOp::create(in, loc, acc, part.value);
+        placeOnStage(sum, part.stage, ranks);
+        nexts.push_back(sum);
+      }
+    SmallVector<Value> stackedYields(yield.getStacked());
+    YieldOp::create(in, yield.getLoc(), nexts, stackedYields);
+    // The old accumulations go, then their carries' arguments.
+    SmallVector<Operation *> dead;
+    for (auto [k, next] : llvm::enumerate(yield.getCarries()))
+      if (!parts[k].empty())
+        dead.push_back(next.getDefiningOp());
+    yield.erase();
+    for (Operation *op : dead) {
+      SmallVector<Operation *> work{op};
+      while (!work.empty()) {
+        Operation *o = work.pop_back_val();
+        if (!o->use_empty())
+          continue;
+        SmallVector<Operation *> operands;
+        for (Value v : o->getOperands())
+          if (Operation *d = v.getDefiningOp();
+              d && d->getBlock() == &body && isa<AddOp, PadOp>(d) &&
+              !llvm::any_of(parts, [&](auto &list) {
+                return llvm::any_of(list, [&](Part &p) {
+                  return p.value == d->getResult(0);
+                });
+              }))
+            operands.push_back(d);
+        o->erase();
+        llvm::append_range(work, operands);
+      }
+    }
+    for (size_t k = numCarries; k-- > 0;)
+      if (!parts[k].empty())
+        body.eraseArgument(1 + k);
+
+    // After the loop: each gradient is its initial value plus its stages'
+    // parts, padded to the whole parameter.
+    OpBuilder after(loop);
+    after.setInsertionPointAfter(loop);
+    size_t keptIndex = 0, partIndex = kept;
+    for (auto [k, result] : llvm::enumerate(backward.getCarryResults())) {
+      if (parts[k].empty()) {
+        result.replaceAllUsesWith(loop.getCarryResults()[keptIndex++]);
+        continue;
+      }
+      Value total = backward.getCarries()[k];
+      for (Part &part : parts[k]) {
+        Value acc = loop.getCarryResults()[partIndex++];
+        if (part.low)
+          acc = PadOp::create(after, loc, acc, part.low, part.high);
+        total = AddOp::create(after, loc, total, acc);
+      }
+      result.replaceAllUsesWith(total);
+    }
+    for (auto [old, now] :
+         llvm::zip(backward.getStackedResults(), loop.getStackedResults()))
+      old.replaceAllUsesWith(now);
+    backward.erase();
+  }
+};
+
+struct DistPipelineTransfersPass
+    : public loom::impl::DistPipelineTransfersBase<DistPipelineTransfersPass> {
+  void runOnOperation() override {
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      int64_t ranks = pipelineOf(model);
+      if (!ranks)
+        continue;
+      FailureOr<StringAttr> axis = pipelineAxis(model);
+      if (failed(axis))
+        return signalPassFailure();
+      Transfers t(model, ranks, *axis);
+      if (failed(t.transferAll()))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace
+
+FailureOr<StringAttr> loom::pipelineAxis(ModelOp model) {
+  dist::MeshAttr mesh = dist::MeshAttr::lookup(model);
+  if (StringAttr axis = mesh ? mesh.getAxis(dist::AxisRole::Pipeline)
+                             : StringAttr())
+    return axis;
+  return model.emitOpError("has a pipeline but no mesh with a pipeline axis "
+                           "(set one with dist-mesh)");
+}
+
+int64_t loom::pipelineOf(ModelOp model) {
+  auto record = dist::attrs(model).getPipelineAttrHelper().getAttr(model);
+  return record ? record.getRanks() : 0;
+}
+
+void loom::reduceOverStages(ModelOp model, int64_t ranks, StringAttr axis) {
+  Transfers(model, ranks, axis).reduce();
+}
