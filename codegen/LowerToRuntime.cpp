@@ -1,7 +1,7 @@
 //===- LowerToRuntime.cpp - loom-lower-to-runtime ---------------------------===//
 
-#include "codegen/Layout.h"
-#include "codegen/MemoryPlan.h"
+#include "analysis/Layout.h"
+#include "analysis/MemoryPlan.h"
 #include "codegen/Passes.h"
 #include "dialects/train/Adjoint.h"
 #include "dialects/dist/DistDialect.h"
@@ -24,6 +24,7 @@ namespace loom::codegen {
 
 using namespace mlir;
 using namespace loom::codegen;
+using namespace loom::analysis;
 using namespace loom::train;
 namespace dist = loom::dist;
 

@@ -1,7 +1,7 @@
 //===- MemoryPlanPass.cpp - loom-memory-plan --------------------------------===//
 
-#include "codegen/Layout.h"
-#include "codegen/MemoryPlan.h"
+#include "analysis/Layout.h"
+#include "analysis/MemoryPlan.h"
 #include "codegen/Passes.h"
 
 namespace loom::codegen {
@@ -11,6 +11,7 @@ namespace loom::codegen {
 
 using namespace mlir;
 using namespace loom::codegen;
+using namespace loom::analysis;
 using namespace loom::train;
 
 namespace {

@@ -15,6 +15,8 @@
 
 #include "passes/Passes.h"
 
+#include "analysis/Roofline.h"
+
 #include "dialects/dist/PipelineLoops.h"
 #include "dialects/train/Adjoint.h"
 
@@ -50,18 +52,19 @@ struct Unit {
 
 struct Partitioner {
   ModelOp model;
-  double balance;
+  /// The device, in flop units at the pass's balance (flops per byte).
+  analysis::Roofline roofline;
   /// Model-state bytes per parameter byte (weights, gradient, state).
   int64_t stateFactor;
   SmallVector<Unit> units;
 
   /// Roofline time of one op in flop units: its flops, or its bytes at
-  /// `balance` flops per byte when it moves more than it computes.
+  /// the balance when it moves more than it computes.
   double costOf(Operation *op) {
     double cost = 0;
     op->walk([&](CostOpInterface c) {
-      double bytes = double(c.getBytesRead() + c.getBytesWritten());
-      cost += std::max(double(c.getFlops()), bytes * balance);
+      cost += roofline.flopEquivalents(
+          double(c.getFlops()), double(c.getBytesRead() + c.getBytesWritten()));
     });
     return cost;
   }
@@ -173,7 +176,7 @@ struct DistPipelinePartitionPass
              << " other ops to cut into " << stages
              << " pipeline stages; the stage partitioner handles stages x "
                 "units^2 up to 2^30 (e.g. 4096 layers on 64 stages)";
-    Partitioner p{model, balance, factor, {}};
+    Partitioner p{model, analysis::Roofline::ofBalance(balance), factor, {}};
     p.build();
     int64_t n = p.units.size();
     int64_t layers = llvm::count_if(p.units, [](const Unit &u) {

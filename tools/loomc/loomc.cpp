@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "codegen/Passes.h"
-#include "codegen/Report.h"
+#include "analysis/Report.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/sharding/TrainShardingRules.h"
 #include "dialects/train/TrainDialect.h"
@@ -516,7 +516,7 @@ int main(int argc, char **argv) {
 
   // The mesh as dist-mesh will set it on the model (the same parser):
   // what the checks below and the report read.
-  loom::codegen::Config config;
+  loom::analysis::Config config;
   if (!meshSpec.empty()) {
     llvm::Expected<loom::dist::MeshAttr> mesh =
         loom::dist::parseMesh(&context, meshSpec);
@@ -525,8 +525,8 @@ int main(int argc, char **argv) {
     config.mesh = *mesh;
   }
   config.precision = precision == PrecisionFlag::Bf16
-                         ? loom::codegen::Precision::Bf16
-                         : loom::codegen::Precision::Fp32;
+                         ? loom::analysis::Precision::Bf16
+                         : loom::analysis::Precision::Fp32;
   if (shardingPreset != "auto" && shardingPreset != "dp" &&
       shardingPreset != "megatron")
     return fail("--sharding=" + shardingPreset +
@@ -538,14 +538,14 @@ int main(int argc, char **argv) {
                               int64_t(microBatches), loom::kMaxRepeatCount)
                     .str());
   if (!reportOnly && emit != Emit::MLIR) {
-    if (config.precision == loom::codegen::Precision::Bf16)
+    if (config.precision == loom::analysis::Precision::Bf16)
       return fail("--precision=bf16: mixed-precision code is not generated "
                   "yet; --report plans it");
   }
-  std::optional<loom::codegen::Cluster> cluster;
+  std::optional<loom::analysis::Cluster> cluster;
   if (!clusterFile.empty()) {
-    llvm::Expected<loom::codegen::Cluster> c =
-        loom::codegen::readCluster(clusterFile);
+    llvm::Expected<loom::analysis::Cluster> c =
+        loom::analysis::readCluster(clusterFile);
     if (!c)
       return fail(llvm::toString(c.takeError()));
     cluster = *c;
@@ -631,13 +631,13 @@ int main(int argc, char **argv) {
       return rc;
     pipelineBubble = worst;
   }
-  std::optional<loom::codegen::Report> plan;
+  std::optional<loom::analysis::Report> plan;
   if (report || !reportJson.empty()) {
     auto models = llvm::to_vector(module->getOps<loom::train::ModelOp>());
     if (models.size() != 1)
       return fail("the report needs exactly one 'train.model'");
-    FailureOr<loom::codegen::Report> r =
-        loom::codegen::reportModel(models.front(), config, cluster);
+    FailureOr<loom::analysis::Report> r =
+        loom::analysis::reportModel(models.front(), config, cluster);
     if (failed(r))
       return 1;
     plan = *r;
@@ -661,11 +661,11 @@ int main(int argc, char **argv) {
     // The communication of an fp32 plan is what the rank program does;
     // a bf16 plan (not generated yet) keeps the planned figures.
     if (!meshSpec.empty() &&
-        config.precision == loom::codegen::Precision::Fp32) {
+        config.precision == loom::analysis::Precision::Fp32) {
       auto rank = *module->getOps<loom::train::ModelOp>().begin();
       plan->readVerification(rank);
       plan->setCommunication(
-          loom::codegen::countCommunication(rank, config.mesh, cluster));
+          loom::analysis::countCommunication(rank, config.mesh, cluster));
       // A mesh that splits more than the batch: activations and time are
       // the rank program's, not the one-rank plan's over dp.
       if ((config.mesh.getSize(loom::dist::AxisRole::Tensor) > 1 || pp > 1) &&

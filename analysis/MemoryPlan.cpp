@@ -1,6 +1,6 @@
 //===- MemoryPlan.cpp - liveness-based placement of values in an arena ----===//
 
-#include "codegen/MemoryPlan.h"
+#include "analysis/MemoryPlan.h"
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/dist/PipelineLoops.h"
@@ -10,7 +10,7 @@
 #include <algorithm>
 
 using namespace mlir;
-using namespace loom::codegen;
+using namespace loom::analysis;
 using namespace loom::train;
 using loom::dist::backwardOf;
 using loom::dist::weightPartOf;
@@ -21,7 +21,7 @@ static int64_t alignUp(int64_t n) {
   return (n + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-SmallVector<Operation *, 3> loom::codegen::scheduledLoops(ModelOp model) {
+SmallVector<Operation *, 3> loom::analysis::scheduledLoops(ModelOp model) {
   SmallVector<Operation *, 3> loops;
   if (!loom::dist::attrs(model).getScheduleAttrHelper().isAttrPresent(model))
     return loops;
@@ -34,7 +34,7 @@ SmallVector<Operation *, 3> loom::codegen::scheduledLoops(ModelOp model) {
   return loops;
 }
 
-int64_t loom::codegen::scheduleSlots(Value stackedResult) {
+int64_t loom::analysis::scheduleSlots(Value stackedResult) {
   auto repeat = dyn_cast_or_null<RepeatOp>(stackedResult.getDefiningOp());
   if (!repeat)
     return 0;
@@ -64,7 +64,7 @@ int64_t loom::codegen::scheduleSlots(Value stackedResult) {
   return slots.getInt();
 }
 
-int64_t loom::codegen::plannedBytes(Value v, bool scheduled) {
+int64_t loom::analysis::plannedBytes(Value v, bool scheduled) {
   int64_t bytes = tensorBytes(v.getType());
   if (int64_t slots = scheduled ? scheduleSlots(v) : 0)
     return bytes / cast<RepeatOp>(v.getDefiningOp()).getCount() * slots;
@@ -236,7 +236,7 @@ struct Planner {
 };
 } // namespace
 
-MemoryPlan loom::codegen::planMemory(Block &block,
+MemoryPlan loom::analysis::planMemory(Block &block,
                                      const DenseSet<Operation *> &ops,
                                      const DenseMap<Value, int64_t> &persistent,
                                      PlanFaults faults) {
@@ -257,7 +257,7 @@ MemoryPlan loom::codegen::planMemory(Block &block,
   return std::move(planner.plan);
 }
 
-LogicalResult loom::codegen::verifyInFlightBuffers(Block &block,
+LogicalResult loom::analysis::verifyInFlightBuffers(Block &block,
                                                    const MemoryPlan &plan) {
   auto arenaBytes = [&](Value v) -> std::pair<int64_t, int64_t> {
     auto it = plan.placements.find(v);

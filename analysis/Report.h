@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_CODEGEN_REPORT_H
-#define LOOM_CODEGEN_REPORT_H
+#ifndef LOOM_ANALYSIS_REPORT_H
+#define LOOM_ANALYSIS_REPORT_H
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace loom::codegen {
+namespace loom::analysis {
 
 /// A cluster description (clusters/*.json).
 struct Cluster {
@@ -150,6 +150,6 @@ llvm::FailureOr<Report> reportModel(loom::train::ModelOp model,
                                     const Config &config,
                                     const std::optional<Cluster> &cluster);
 
-} // namespace loom::codegen
+} // namespace loom::analysis
 
-#endif // LOOM_CODEGEN_REPORT_H
+#endif // LOOM_ANALYSIS_REPORT_H

@@ -1,20 +1,21 @@
 //===- Report.cpp - the plan's figures (loomc --report) -------------------===//
 
-#include "codegen/Report.h"
+#include "analysis/Report.h"
+#include "analysis/Roofline.h"
 #include "dialects/dist/DistDialect.h"
 
-#include "codegen/Layout.h"
-#include "codegen/MemoryPlan.h"
+#include "analysis/Layout.h"
+#include "analysis/MemoryPlan.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 using namespace mlir;
-using namespace loom::codegen;
+using namespace loom::analysis;
 using namespace loom::train;
 
-llvm::Expected<Cluster> loom::codegen::readCluster(llvm::StringRef path) {
+llvm::Expected<Cluster> loom::analysis::readCluster(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
     return llvm::createStringError(buffer.getError(),
@@ -79,7 +80,7 @@ static int64_t axisSize(MeshAttr mesh, AxisRole role) {
   return mesh ? mesh.getSize(role) : 1;
 }
 
-llvm::StringRef loom::codegen::collectiveName(Collective kind) {
+llvm::StringRef loom::analysis::collectiveName(Collective kind) {
   static const char *names[] = {"all_reduce", "all_gather", "reduce_scatter",
                                 "all_to_all", "broadcast",  "send"};
   return names[int(kind)];
@@ -104,14 +105,14 @@ static std::pair<double, double> ringShape(Collective kind, int64_t n) {
   return {0, 0};
 }
 
-double loom::codegen::collectiveBytesSent(Collective kind, double bytes,
+double loom::analysis::collectiveBytesSent(Collective kind, double bytes,
                                           int64_t groupSize) {
   if (groupSize <= 1)
     return 0;
   return ringShape(kind, groupSize).second * bytes;
 }
 
-double loom::codegen::collectiveSeconds(Collective kind, double bytes,
+double loom::analysis::collectiveSeconds(Collective kind, double bytes,
                                         int64_t groupSize, bool crossesNodes,
                                         const Cluster &cluster) {
   if (groupSize <= 1)
@@ -123,7 +124,7 @@ double loom::codegen::collectiveSeconds(Collective kind, double bytes,
   return steps * latency + share * bytes / bandwidth;
 }
 
-FailureOr<Report> loom::codegen::reportModel(ModelOp model,
+FailureOr<Report> loom::analysis::reportModel(ModelOp model,
                                              const Config &config,
                                              const std::optional<Cluster> &cluster) {
   FailureOr<ModelLayout> layout = layoutModel(model);
@@ -192,12 +193,12 @@ FailureOr<Report> loom::codegen::reportModel(ModelOp model,
     int64_t bytes = cost.getBytesRead() + cost.getBytesWritten();
     r.flopsPerStep += flops;
     r.bytesAccessedPerStep += bytes;
-    // Roofline per op, on this rank's share of the batch: bound by
-    // compute or by memory traffic.
+    // Roofline per op, on this rank's share of the batch (bf16 halves
+    // the traffic).
     if (cluster)
-      seconds += std::max(double(flops) / double(dp) / peak,
-                          double(bytes) / double(dp) / (bf16 ? 2.0 : 1.0) /
-                              cluster->memoryBandwidth);
+      seconds += Roofline{peak, cluster->memoryBandwidth}.seconds(
+          double(flops) / double(dp),
+          double(bytes) / double(dp) / (bf16 ? 2.0 : 1.0));
   }
   if (dp > 1) {
     StringRef dataAxis = config.mesh.getAxis(AxisRole::Data).getValue();
@@ -267,12 +268,13 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
     return success();
   double peak = config.precision == Precision::Bf16 ? cluster->peakFlopsBf16
                                                     : cluster->peakFlopsFp32;
+  Roofline device{peak, cluster->memoryBandwidth};
   double seconds = 0;
   for (Operation &op : body)
     if (auto cost = dyn_cast<CostOpInterface>(op); cost && runsOnFirstRank(&op))
-      seconds += std::max(double(cost.getFlops()) / peak,
-                          double(cost.getBytesRead() + cost.getBytesWritten()) /
-                              cluster->memoryBandwidth);
+      seconds += device.seconds(
+          double(cost.getFlops()),
+          double(cost.getBytesRead() + cost.getBytesWritten()));
   computeSeconds = seconds;
   predictedStepSeconds = computeSeconds + communicationSeconds;
   double modelFlops = 6.0 * double(parameterCount) * double(tokensPerStep) /
@@ -333,7 +335,7 @@ static int64_t ringAllReduceBytes(int64_t n, int64_t size, int64_t rank) {
 
 
 std::vector<CommLine>
-loom::codegen::countCommunication(ModelOp rankProgram, MeshAttr mesh,
+loom::analysis::countCommunication(ModelOp rankProgram, MeshAttr mesh,
                                   const std::optional<Cluster> &cluster) {
   std::vector<CommLine> lines;
   rankProgram.walk([&](Operation *op) {

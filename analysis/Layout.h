@@ -7,14 +7,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_CODEGEN_LAYOUT_H
-#define LOOM_CODEGEN_LAYOUT_H
+#ifndef LOOM_ANALYSIS_LAYOUT_H
+#define LOOM_ANALYSIS_LAYOUT_H
 
 #include "dialects/train/TrainDialect.h"
 
 #include <string>
 
-namespace loom::codegen {
+namespace loom::analysis {
 
 struct TensorEntry {
   std::string name;
@@ -48,6 +48,6 @@ struct ModelLayout {
 /// Fails with a diagnostic on the model when it is not a full training step.
 llvm::FailureOr<ModelLayout> layoutModel(loom::train::ModelOp model);
 
-} // namespace loom::codegen
+} // namespace loom::analysis
 
-#endif // LOOM_CODEGEN_LAYOUT_H
+#endif // LOOM_ANALYSIS_LAYOUT_H

@@ -1,10 +1,10 @@
 //===- Layout.cpp - the persistent tensors of a trained model -------------===//
 
-#include "codegen/Layout.h"
+#include "analysis/Layout.h"
 #include "dialects/dist/DistDialect.h"
 
 using namespace mlir;
-using namespace loom::codegen;
+using namespace loom::analysis;
 using namespace loom::train;
 
 // Roles, as in loomrt.h.
@@ -37,7 +37,7 @@ static int64_t boundOf(Value input) {
   return 0;
 }
 
-FailureOr<ModelLayout> loom::codegen::layoutModel(ModelOp model) {
+FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
   OutputOp output = model.getOutput();
   if (output.getUpdates().empty())
     return model.emitOpError("is not a training step yet (run the Loom "

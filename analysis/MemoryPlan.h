@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_CODEGEN_MEMORYPLAN_H
-#define LOOM_CODEGEN_MEMORYPLAN_H
+#ifndef LOOM_ANALYSIS_MEMORYPLAN_H
+#define LOOM_ANALYSIS_MEMORYPLAN_H
 
 #include "dialects/train/TrainDialect.h"
 #include "dialects/common/Bounds.h"
@@ -19,7 +19,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
-namespace loom::codegen {
+namespace loom::analysis {
 
 /// Where a value lives.
 struct Placement {
@@ -81,6 +81,6 @@ MemoryPlan planMemory(mlir::Block &block,
 llvm::LogicalResult verifyInFlightBuffers(mlir::Block &block,
                                           const MemoryPlan &plan);
 
-} // namespace loom::codegen
+} // namespace loom::analysis
 
-#endif // LOOM_CODEGEN_MEMORYPLAN_H
+#endif // LOOM_ANALYSIS_MEMORYPLAN_H
