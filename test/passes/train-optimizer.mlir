@@ -1,4 +1,10 @@
 // RUN: loom-opt %s -split-input-file -train-autodiff -train-optimizer -verify-diagnostics | FileCheck %s
+// The pass alone, on a model's gradients (after train-autodiff):
+// RUN: loom-opt %S/Inputs/mlp-grads.mlir -train-optimizer | FileCheck %s --check-prefix=ALONE
+// ALONE: train.iteration
+// ALONE: train.lr_schedule
+// ALONE-COUNT-4: train.sgd_update <momentum = 9.000000e-01>
+// ALONE: train.output
 
 // SGD with momentum and weight decay: one momentum state per parameter,
 // declared after it; the bias (no_decay) is updated without decay.

@@ -6,6 +6,12 @@
 // RUN: loom-opt %s --dist-mesh="mesh=pp=4" --dist-pipeline-partition | FileCheck %s --check-prefix=PP4
 // RUN: loom-opt %s --dist-mesh="mesh=pp=2" --dist-pipeline-partition="virtual-stages=2" | FileCheck %s --check-prefix=V2
 // RUN: loom-opt %s --dist-mesh="mesh=dp=2" --dist-pipeline-partition | FileCheck %s --check-prefix=NOPP
+// The pass alone, on a model that already carries its mesh (dist-mesh):
+// RUN: loom-opt %S/Inputs/chain-pp2.mlir --dist-pipeline-partition | FileCheck %s --check-prefix=ALONE
+// ALONE: train.param "emb" {{.*}}dist.stages = array<i64: 0, 1>
+// ALONE: train.embedding {{.*}}dist.stage = 0
+// ALONE: train.repeat 4 {{.*}}dist.stages = array<i64: 0, 0, 0, 1>
+// ALONE: train.cross_entropy {{.*}}dist.stage = 1
 
 // PP2: dist.pipeline = #dist.pipeline<ranks = 2, virtual_stages = 1, unit_costs = [84480, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 332880], stage_costs = [4999680, 5248080], bottleneck = 5248080>
 // PP2: train.param "wte" {{.*}}dist.stages = array<i64: 0, 1>

@@ -8,6 +8,10 @@
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2" --dist-pipeline-split-backward | FileCheck %s
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2" --dist-pipeline-split-backward | FileCheck %s --check-prefix=VERIFIED
 // RUN: not loom-opt %s --loom-pipeline="mesh=pp=2" --dist-pipeline-split-backward 2>&1 | FileCheck %s --check-prefix=NOLOOP
+// The pass alone, on the rank program of a pipeline with two micro-batches:
+// RUN: loom-opt %S/Inputs/chain-rank-m2.mlir --dist-pipeline-split-backward | FileCheck %s --check-prefix=ALONE
+// ALONE: train.repeat {{.*}}dist.backward = "input"
+// ALONE: train.repeat {{.*}}dist.backward = "weight"
 
 // CHECK-LABEL: train.model @chain
 // The input part: stage 1's input gradients through its layer, sent back.
