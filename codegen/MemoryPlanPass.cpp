@@ -3,6 +3,7 @@
 #include "analysis/Layout.h"
 #include "analysis/MemoryPlan.h"
 #include "codegen/Passes.h"
+#include "dialects/loom/LoomDialect.h"
 
 namespace loom::codegen {
 #define GEN_PASS_DEF_LOOMMEMORYPLAN
@@ -41,9 +42,11 @@ struct LoomMemoryPlanPass
                                 ? it->second.where
                                 : -1);
         }
-        op->setAttr("loom.offsets", b.getDenseI64ArrayAttr(offsets));
+        planAttrs(op).getOffsetsAttrHelper().setAttr(
+            op, b.getDenseI64ArrayAttr(offsets));
       });
-      model->setAttr("loom.peak_bytes", b.getI64IntegerAttr(plan.peakBytes));
+      planAttrs(model).getPeakBytesAttrHelper().setAttr(
+          model, b.getI64IntegerAttr(plan.peakBytes));
       peakBytes += plan.peakBytes;
       return WalkResult::advance();
     });

@@ -4,6 +4,7 @@
 #define LOOM_CODEGEN_PASSES_H
 
 #include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

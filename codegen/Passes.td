@@ -32,6 +32,7 @@ def LoomMemoryPlan : Pass<"loom-memory-plan", "::mlir::ModuleOp"> {
            "bool", "false",
            "Test fault: free asynchronous collectives' buffers at their start">,
   ];
+  let dependentDialects = ["::loom::codegen::LoomDialect"];
   let statistics = [
     Statistic<"peakBytes", "peak-bytes", "Arena bytes at the peak">,
   ];

@@ -20,6 +20,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<loom::train::TrainDialect, loom::dist::DistDialect,
+                  loom::codegen::LoomDialect,
                   mlir::arith::ArithDialect,
                   mlir::func::FuncDialect, mlir::scf::SCFDialect,
                   mlir::emitc::EmitCDialect>();

@@ -507,6 +507,7 @@ int main(int argc, char **argv) {
     return fail("an executable needs an output file (-o OUT)");
   DialectRegistry registry;
   registry.insert<loom::train::TrainDialect, loom::dist::DistDialect,
+                  loom::codegen::LoomDialect,
                   arith::ArithDialect,
                   func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
   loom::registerTrainShardingRules(registry);
