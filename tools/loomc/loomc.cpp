@@ -617,6 +617,11 @@ int main(int argc, char **argv) {
     return fail(insertError);
   if (failed(pm.run(*module)))
     return 1;
+  // From here on the mesh is the one dist-mesh set on the model: the
+  // report and the checks read it from the IR.
+  for (auto model : module->getOps<loom::train::ModelOp>())
+    if (loom::dist::MeshAttr mesh = loom::dist::MeshAttr::lookup(model))
+      config.mesh = mesh;
   std::string step = print(*module);
   if (failed(dumpPhase("1-training-step.mlir", step)))
     return 1;
