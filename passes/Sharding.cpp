@@ -5,11 +5,6 @@
 using namespace mlir;
 using namespace loom;
 using namespace loom::train;
-using loom::dist::FactorKind;
-using loom::dist::Linearity;
-using loom::dist::LocalizeContext;
-using loom::dist::OpShardingRule;
-using loom::dist::ShardingRuleOpInterface;
 
 namespace loom::sharding {
 

@@ -10,6 +10,14 @@
 
 namespace loom::sharding {
 
+/// The rule vocabulary of the dist dialect's ShardingRuleOpInterface, which
+/// the sharding passes speak.
+using dist::FactorKind;
+using dist::Linearity;
+using dist::LocalizeContext;
+using dist::OpShardingRule;
+using dist::ShardingRuleOpInterface;
+
 using Axes = llvm::SmallVector<mlir::StringAttr>;
 
 /// The sharding recorded for `v` (a result or a repeat's block argument),

@@ -13,11 +13,6 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::sharding;
 using namespace loom::train;
-using loom::dist::FactorKind;
-using loom::dist::Linearity;
-using loom::dist::LocalizeContext;
-using loom::dist::OpShardingRule;
-using loom::dist::ShardingRuleOpInterface;
 
 namespace {
 
