@@ -17,12 +17,9 @@
 
 #include "analysis/Roofline.h"
 
-#include "dialects/dist/PipelineLoops.h"
-#include "dialects/train/Adjoint.h"
 
 #include "dialects/dist/DistDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/IR/IRMapping.h"
 
 #include <cmath>
 #include <limits>
@@ -35,8 +32,6 @@ namespace loom {
 using namespace mlir;
 using namespace loom;
 using namespace loom::train;
-using loom::dist::backwardOf;
-using loom::dist::weightPartOf;
 
 namespace {
 

@@ -8,8 +8,6 @@
 #include "passes/Passes.h"
 
 #include "dialects/dist/DistDialect.h"
-#include "dialects/dist/PipelineLoops.h"
-#include "dialects/train/Adjoint.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/IRMapping.h"
 

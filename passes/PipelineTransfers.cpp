@@ -12,8 +12,6 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/dist/PipelineLoops.h"
 #include "dialects/train/Adjoint.h"
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/IR/IRMapping.h"
 #include "passes/PipelineStages.h"
 
 namespace loom {
@@ -25,7 +23,6 @@ using namespace mlir;
 using namespace loom;
 using namespace loom::train;
 using loom::dist::backwardOf;
-using loom::dist::weightPartOf;
 
 namespace {
 

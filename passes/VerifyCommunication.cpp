@@ -11,7 +11,6 @@
 
 #include "passes/Passes.h"
 
-#include "mlir/IR/IRMapping.h"
 
 #include <map>
 

@@ -106,12 +106,13 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
 
   if (name == getStageAttrHelper().getName() ||
       name == getStagesAttrHelper().getName()) {
+    // (Both types were checked above.)
     SmallVector<int64_t> stages;
-    if (auto stage = getStageAttrHelper().getAttr(op);
-        stage && name == getStageAttrHelper().getName())
-      stages.push_back(stage.getInt());
-    else if (auto list = getStagesAttrHelper().getAttr(op))
-      llvm::append_range(stages, list.asArrayRef());
+    if (name == getStageAttrHelper().getName())
+      stages.push_back(getStageAttrHelper().getAttr(op).getInt());
+    else
+      llvm::append_range(stages,
+                         getStagesAttrHelper().getAttr(op).asArrayRef());
     if (failed(nonNegative(stages, "stage")))
       return failure();
     if (PipelineAttr pipeline = lookupPipeline(op))
