@@ -57,7 +57,12 @@ struct TrainOptimizerPass
 
     SmallVector<Value> grads(output.getGrads());
     if (FloatAttr maxNorm = model.getClipNormAttr()) {
-      Value norm = GlobalNormOp::create(b, loc, grads);
+      // The norm's square is a sum over every gradient element: sharded
+      // gradients give partial sums that one scalar all-reduce completes
+      // (dist-partition), before the square root.
+      Value norm =
+          SqrtOp::create(b, loc, SumSquaresOp::create(b, loc, grads,
+                                                     /*replica_group=*/0));
       Value factor = ClipFactorOp::create(b, loc, norm,
                                           maxNorm);
       for (Value &g : grads) {

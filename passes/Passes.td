@@ -118,7 +118,8 @@ def TrainOptimizer : Pass<"train-optimizer", "::mlir::ModuleOp"> {
     attributes it builds: the learning rate at the current step
     (`train.lr_schedule` over `#train.schedule`: linear warm-up, then
     constant, linear or cosine decay); when `clip_norm` is set, the global
-    gradient norm over all parameters and the clip factor that scales every
+    gradient norm over all parameters (`train.sqrt` of a `train.sum_squares`,
+    which a sharded program completes with one scalar all-reduce) and the clip factor that scales every
     gradient; and one update per parameter (`train.sgd_update` with momentum,
     or `train.adamw_update` with decoupled weight decay, none for `no_decay`
     parameters). Optimizer state (momentum, first and second moments) becomes
@@ -128,7 +129,8 @@ def TrainOptimizer : Pass<"train-optimizer", "::mlir::ModuleOp"> {
     ```mlir
     %it = train.iteration : tensor<f32>
     %lr = train.lr_schedule #train.schedule<lr = 1.0e-3, warmup = 10, total = 100, decay = cosine> at %it
-    %n = train.global_norm %dw : tensor<16x4xf32>
+    %ss = train.sum_squares %dw : tensor<16x4xf32>
+    %n = train.sqrt %ss : tensor<f32>
     %c = train.clip_factor %n max 1.0
     %g = train.mul %dw, %c : tensor<16x4xf32>, tensor<f32>
     %p, %m, %v = train.adamw_update #train.adamw<> %w, %g, %w_m, %w_v lr(%lr) step(%it) decay 0.01 : tensor<16x4xf32>
@@ -316,14 +318,14 @@ def DistCommOpt : Pass<"dist-comm-opt", "::mlir::ModuleOp"> {
     ```mlir
     %g = train.matmul %x, %dy transpose_lhs : ...
     %r = dist.all_reduce %g over ["dp"] : tensor<16x4xf32>
-    %n = train.global_norm %other : ...
+    %n = train.sum_squares %other : ...
     %u = train.sgd_update ... %r ...
     ```
     becomes
     ```mlir
     %g = train.matmul %x, %dy transpose_lhs : ...
     %s = dist.all_reduce_start %g over ["dp"] : tensor<16x4xf32>
-    %n = train.global_norm %other : ...
+    %n = train.sum_squares %other : ...
     %r = dist.wait %s : tensor<16x4xf32>
     %u = train.sgd_update ... %r ...
     ```

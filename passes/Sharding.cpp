@@ -77,13 +77,21 @@ SmallVector<Axes> factorAxes(const OpShardingRule &rule,
   };
   visit(rule.operandFactors, operandDims);
   visit(rule.resultFactors, resultDims);
-  // An axis shards one factor of an op: the factor its tensors' summed
-  // strengths favour (a frozen one above all) keeps it, the first on a tie; the
-  // others keep their axes before it.
-  auto owner = [&](StringAttr a) {
+  // An axis shards one factor of an op (of each operand, for a sum over
+  // operands): the factor its tensors' summed strengths favour (a frozen
+  // one above all) keeps it, the first on a tie; the others keep their
+  // axes before it.
+  SmallVector<int64_t> groupOf(numFactors, 0);
+  if (rule.sumOverOperands)
+    for (auto [i, fs] : llvm::enumerate(rule.operandFactors))
+      for (int64_t f : fs)
+        if (f >= 0)
+          groupOf[f] = int64_t(i);
+  auto owner = [&](StringAttr a, int64_t group) {
     int64_t best = -1, most = 0;
     for (int64_t f = 0, e = numFactors; f < e; ++f)
-      if (llvm::is_contained(axes[f], a) && support.lookup({f, a}) > most) {
+      if (groupOf[f] == group && llvm::is_contained(axes[f], a) &&
+          support.lookup({f, a}) > most) {
         best = f;
         most = support.lookup({f, a});
       }
@@ -92,7 +100,7 @@ SmallVector<Axes> factorAxes(const OpShardingRule &rule,
   SmallVector<size_t> keeps;
   for (int64_t f = 0, e = numFactors; f < e; ++f) {
     size_t keep = 0;
-    while (keep < axes[f].size() && owner(axes[f][keep]) == f)
+    while (keep < axes[f].size() && owner(axes[f][keep], groupOf[f]) == f)
       ++keep;
     keeps.push_back(keep);
   }

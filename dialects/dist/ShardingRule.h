@@ -57,6 +57,11 @@ struct OpShardingRule {
   Linearity linearity = Linearity::None;
   /// With Linearity::PerOperand, the operands the op is linear in.
   llvm::SmallVector<bool> linearIn;
+  /// The op is a sum over its operands of a reduction of each, with no
+  /// factor shared between operands (a sum of squares): one axis may shard
+  /// a factor of each operand, and the partial results still add up.
+  /// Otherwise an axis shards at most one factor of the op.
+  bool sumOverOperands = false;
 };
 
 /// What `dist-partition` tells an op whose local computation must change

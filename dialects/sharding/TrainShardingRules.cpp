@@ -14,6 +14,8 @@
 #include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
 
+#include <map>
+
 using namespace mlir;
 using namespace loom::train;
 using loom::dist::FactorKind;
@@ -494,13 +496,16 @@ template <typename OpT> OpShardingRule scalar(OpT op) {
 OpShardingRule ruleOf(LrScheduleOp op) { return scalar(op); }
 OpShardingRule ruleOf(ClipFactorOp op) { return scalar(op); }
 
-/// The global norm needs whole gradients: a sharded norm would need its
-/// squares summed across ranks before the square root.
-OpShardingRule ruleOf(GlobalNormOp op) {
+/// A sum of squares reduces every dimension of every operand: each operand
+/// has its own factors, so gradients split over different axes (or not at
+/// all) meet in one op, and its result is a partial sum over every axis
+/// that splits any of them (one scalar all-reduce completes it).
+OpShardingRule ruleOf(SumSquaresOp op) {
   RuleBuilder b(op);
   for (OpOperand &o : op->getOpOperands())
     b.operand(o.getOperandNumber()) =
-        b.factors(tensorType(o.get()).getShape(), FactorKind::NeedReplication);
+        b.factors(tensorType(o.get()).getShape(), FactorKind::Reduction);
+  b.rule.sumOverOperands = true;
   return b.rule;
 }
 
@@ -573,6 +578,59 @@ LogicalResult localize(ReduceOp op, OpBuilder &b, const LocalizeContext &ctx) {
   return success();
 }
 
+/// The scalar all-reduce after a sum of squares adds every rank's part
+/// over the axes that split any operand; an operand that some of those
+/// axes do not split is whole on each of their ranks and would be counted
+/// once per rank. The operands are grouped by the axes they are replicated
+/// over, and each group's sum is counted by the first rank of that group
+/// only, as Megatron-LM counts a tensor-parallel duplicate on tensor rank
+/// 0 only.
+LogicalResult localize(SumSquaresOp op, OpBuilder &b,
+                       const LocalizeContext &ctx) {
+  SmallVector<StringAttr> all;
+  for (unsigned i = 0, e = op->getNumOperands(); i < e; ++i)
+    for (StringAttr a : axesOf(ctx, i))
+      if (!llvm::is_contained(all, a))
+        all.push_back(a);
+  if (all.empty())
+    return success();
+  // Operands by the group mask of the axes they are replicated over.
+  std::map<int64_t, SmallVector<Value>> byGroup;
+  for (auto [i, v] : llvm::enumerate(op.getInputs())) {
+    SmallVector<StringAttr> own = axesOf(ctx, i);
+    int64_t mask = 0;
+    for (StringAttr a : all)
+      if (!llvm::is_contained(own, a)) {
+        int64_t m = ctx.groupMask({a});
+        if (m < 0)
+          return op.emitOpError("cannot count a replicated operand once over ")
+                 << a;
+        mask |= m;
+      }
+    byGroup[mask].push_back(v);
+  }
+  if (byGroup.size() == 1 && byGroup.begin()->first == 0)
+    return success();
+  // The op keeps the first group; each other group gets its own sum,
+  // added after it.
+  auto first = byGroup.begin();
+  op.getInputsMutable().assign(first->second);
+  op.setReplicaGroup(first->first);
+  Value total = op.getResult();
+  Operation *firstAdd = nullptr;
+  for (auto it = std::next(first); it != byGroup.end(); ++it) {
+    auto part = SumSquaresOp::create(b, op.getLoc(), it->second,
+                                     b.getI64IntegerAttr(it->first));
+    auto add = AddOp::create(b, op.getLoc(), total, part);
+    if (!firstAdd)
+      firstAdd = add;
+    total = add;
+  }
+  if (firstAdd)
+    op.getResult().replaceAllUsesExcept(total, firstAdd);
+  return success();
+}
+
 /// The mask is keyed by the element's index in the whole tensor.
 LogicalResult localize(DropoutOp op, OpBuilder &b, const LocalizeContext &ctx) {
   SmallVector<int64_t> groups;
@@ -633,7 +691,7 @@ void loom::registerTrainShardingRules(DialectRegistry &registry) {
          LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp, AttentionOp,
          CausalMaskOp, AttentionGradOp, EmbeddingOp, EmbeddingGradOp,
          CrossEntropyOp, CrossEntropyGradOp, LabelCountOp, DropoutOp, ReshapeOp,
-         TransposeOp, SliceOp, PadOp, ConcatOp, LrScheduleOp, GlobalNormOp,
+         TransposeOp, SliceOp, PadOp, ConcatOp, LrScheduleOp, SumSquaresOp,
          ClipFactorOp, SGDUpdateOp, AdamWUpdateOp, ReluGradOp, GeluGradOp,
          SiluGradOp, TanhGradOp>(ctx);
   });

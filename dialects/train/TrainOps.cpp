@@ -1037,15 +1037,19 @@ OpFoldResult LrScheduleOp::fold(FoldAdaptor adaptor) {
   return DenseElementsAttr::get(type, FloatAttr::get(type.getElementType(), lr));
 }
 
-bool GlobalNormOp::isKernelCalledPerOperand() { return true; }
+bool SumSquaresOp::isKernelCalledPerOperand() { return true; }
 
-LogicalResult GlobalNormOp::verify() {
+LogicalResult SumSquaresOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one input");
+  if (getReplicaGroup() >> 32)
+    return emitOpError("replica group must be a group mask of at most 32 "
+                       "axes, got ")
+           << int64_t(getReplicaGroup());
   return success();
 }
 
-int64_t GlobalNormOp::getFlops() {
+int64_t SumSquaresOp::getFlops() {
   int64_t flops = 0;
   for (Value v : getInputs())
     flops += 2 * numElements(v);

@@ -691,13 +691,32 @@ def Train_LrScheduleOp : Train_TypedOp<"lr_schedule", [
   let hasFolder = 1;
 }
 
-def Train_GlobalNormOp : Train_TypedOp<"global_norm", [
+def Train_SumSquaresOp : Train_TypedOp<"sum_squares", [
     DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>],
     DeclareOpInterfaceMethods<Train_KernelOpInterface, ["isKernelCalledPerOperand"]>> {
-  let summary = "sqrt of the sum of squares of all elements of all operands";
-  let arguments = (ins Variadic<Train_FloatTensor>:$inputs);
+  let summary = "the sum of the squares of all elements of all operands";
+  let description = [{
+    Global-norm clipping's norm is `train.sqrt` of this sum over every
+    gradient. Its dimensions are reductions: on a rank holding blocks of
+    its operands, the result is the rank's partial sum, and one scalar
+    all-reduce over the axes that split any operand gives the whole sum.
+    An operand that those axes do not all split (a replicated bias beside a
+    split weight) must be counted once: `replica_group` is the runtime
+    group (a bit mask over the mesh axes, as `train.dropout`'s
+    `shard_groups`) over which the operands are replicated, and only the
+    group's first rank adds them (0: every rank counts them).
+
+    ```mlir
+    %ss = train.sum_squares %dw, %db : tensor<16x4xf32>, tensor<4xf32>
+    %norm = train.sqrt %ss : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$inputs,
+                       DefaultValuedAttr<I64Attr, "0">:$replica_group);
   let results = (outs Train_Scalar:$result);
-  let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
+  let assemblyFormat = [{
+    $inputs (`replicated` `over` $replica_group^)? attr-dict `:` type($inputs)
+  }];
   let hasVerifier = 1;
 }
 

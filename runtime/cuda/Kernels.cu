@@ -682,16 +682,16 @@ __global__ void squaresKernel(double *partial, const float *x, int64_t n) {
     partial[blockIdx.x] = sum;
 }
 
-/// out = (first ? 0 : out) + the partials in order; its root when `last`.
-__global__ void normFinishKernel(float *out, const double *partial,
-                                 int64_t parts, bool first, bool last) {
+/// out = (first ? 0 : out) + the partials in order.
+__global__ void squaresFinishKernel(float *out, const double *partial,
+                                    int64_t parts, bool first) {
   double sum = 0.0;
   for (int64_t i = threadIdx.x; i < parts; i += blockDim.x)
     sum += partial[i];
   sum = blockSum(sum);
   if (threadIdx.x == 0) {
     sum += first ? 0.0 : double(out[0]);
-    out[0] = float(last ? sqrt(sum) : sum);
+    out[0] = float(sum);
   }
 }
 
@@ -1104,17 +1104,21 @@ void loomrt_lr_schedule(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *step,
          minLr);
 }
 
-void loomrt_global_norm(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
-                        int64_t, int64_t si, int64_t position, int64_t count) {
-  int64_t n = shapeOf(ctx, si).numel();
+void loomrt_sum_squares(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
+                        int64_t, int64_t si, int64_t position, int64_t,
+                        int64_t replicaGroup) {
+  // A replica that does not count the operands adds nothing (parts = 0).
+  bool counts =
+      !replicaGroup || loomrt_group_rank(ctx, uint32_t(replicaGroup)) == 0;
+  int64_t n = counts ? shapeOf(ctx, si).numel() : 0;
   int64_t parts = std::max<int64_t>(1, std::min<int64_t>(blocksFor(n), 1024));
   Scratch partial(ctx, parts * 8);
   LOOMRT_CUDA(cudaMemsetAsync(partial.as<char>(), 0, size_t(parts * 8),
                               computeStream(ctx)));
   LAUNCH(squaresKernel, n ? parts : 0, kThreads, partial.as<double>(), F(in),
          n);
-  LAUNCH(normFinishKernel, 1, kThreads, F(out), partial.as<double>(), parts,
-         position == 0, position == count - 1);
+  LAUNCH(squaresFinishKernel, 1, kThreads, F(out), partial.as<double>(), parts,
+         position == 0);
 }
 
 void loomrt_clip_factor(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *norm,

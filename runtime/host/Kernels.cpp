@@ -735,15 +735,17 @@ void loomrt_lr_schedule(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *step,
   F(out)[0] = float(c->lastLr);
 }
 
-void loomrt_global_norm(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
-                        int64_t, int64_t si, int64_t position, int64_t count) {
-  // The running sum of squares stays in the output between the calls for
-  // each operand; the last call takes its square root.
-  const float *x = F(in);
+void loomrt_sum_squares(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
+                        int64_t, int64_t si, int64_t position, int64_t,
+                        int64_t replicaGroup) {
+  // The running sum stays in the output between the calls for each operand.
   double sum = position == 0 ? 0.0 : double(F(out)[0]);
-  for (int64_t i = 0, n = shapeOf(c, si).numel(); i < n; ++i)
-    sum += double(x[i]) * x[i];
-  F(out)[0] = float(position == count - 1 ? std::sqrt(sum) : sum);
+  if (!replicaGroup || loomrt_group_rank(c, uint32_t(replicaGroup)) == 0) {
+    const float *x = F(in);
+    for (int64_t i = 0, n = shapeOf(c, si).numel(); i < n; ++i)
+      sum += double(x[i]) * x[i];
+  }
+  F(out)[0] = float(sum);
 }
 
 void loomrt_clip_factor(loomrt_ctx *, loomrt_buf *out, loomrt_buf *norm,

@@ -15,7 +15,7 @@
 // CHECK-NEXT: %[[BM:.*]] = train.state "b.momentum" of "b" : tensor<2xf32>
 // CHECK: %[[IT:.*]] = train.iteration : tensor<f32>
 // CHECK: %[[LR:.*]] = train.lr_schedule <lr = 1.000000e-01> at %[[IT]]
-// CHECK-NOT: train.global_norm
+// CHECK-NOT: train.sum_squares
 // CHECK: %[[NW:.*]], %[[NWM:.*]] = train.sgd_update <momentum = 9.000000e-01, weight_decay = 1.000000e-02> %[[W]], %{{.*}} momentum(%[[WM]] : tensor<4x2xf32>) lr(%[[LR]])
 // CHECK: %[[NB:.*]], %[[NBM:.*]] = train.sgd_update <momentum = 9.000000e-01> %[[B]], %{{.*}} momentum(%[[BM]] : tensor<2xf32>) lr(%[[LR]])
 // CHECK: train.output loss(%{{.*}} : tensor<f32>) updates(%[[NW]], %[[NWM]], %[[NB]], %[[NBM]] :
@@ -58,7 +58,8 @@ train.model @plain_sgd attributes {optimizer = #train.sgd<>, schedule = #train.s
 // CHECK-NEXT: train.state "g.v" of "g"
 // CHECK: %[[IT:.*]] = train.iteration
 // CHECK: %[[LR:.*]] = train.lr_schedule <lr = 1.000000e-03, warmup = 10, total = 100, decay = cosine, min_lr = 1.000000e-04> at %[[IT]]
-// CHECK: %[[N:.*]] = train.global_norm %[[DW:.*]], %[[DG:.*]] : tensor<4x4xf32>, tensor<4xf32>
+// CHECK: %[[SS:.*]] = train.sum_squares %[[DW:.*]], %[[DG:.*]] : tensor<4x4xf32>, tensor<4xf32>
+// CHECK: %[[N:.*]] = train.sqrt %[[SS]] : tensor<f32>
 // CHECK: %[[C:.*]] = train.clip_factor %[[N]] max 1.000000e+00
 // CHECK: %[[CW:.*]] = train.mul %[[DW]], %[[C]] : tensor<4x4xf32>, tensor<f32>
 // CHECK: %[[CG:.*]] = train.mul %[[DG]], %[[C]] : tensor<4xf32>, tensor<f32>

@@ -353,8 +353,12 @@ void loomrt_shard(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_
 void loomrt_pad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t high, int64_t low);
 void loomrt_lr_schedule(loomrt_ctx *, loomrt_buf *out, loomrt_buf *step, int64_t, int64_t, double lr, int64_t warmup,
                         int64_t total, int32_t decay, double min_lr);
-void loomrt_global_norm(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t position,
-                        int64_t count);
+/* Called once per operand: `out` is the running sum of squares from
+   position 0 to count - 1. With a `replica_group`, only that group's first
+   rank adds the operands (the others add nothing), so a scalar all-reduce
+   over the group counts them once. */
+void loomrt_sum_squares(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t position,
+                        int64_t count, int64_t replica_group);
 void loomrt_clip_factor(loomrt_ctx *, loomrt_buf *out, loomrt_buf *norm, int64_t, int64_t, double max_norm);
 void loomrt_sgd_update(loomrt_ctx *, loomrt_buf *new_param, loomrt_buf *new_momentum, loomrt_buf *param, loomrt_buf *grad,
                        loomrt_buf *momentum, loomrt_buf *lr, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double momentum_f,

@@ -211,9 +211,17 @@ func.func @clip_max(%n: tensor<f32>) {
 
 // -----
 
-func.func @global_norm_empty() {
-  // expected-error @+1 {{'train.global_norm' op needs at least one input}}
-  %0 = "train.global_norm"() : () -> tensor<f32>
+func.func @sum_squares_empty() {
+  // expected-error @+1 {{'train.sum_squares' op needs at least one input}}
+  %0 = "train.sum_squares"() : () -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @sum_squares_group(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.sum_squares' op replica group must be a group mask of at most 32 axes, got -1}}
+  %0 = train.sum_squares %x replicated over -1 : tensor<4xf32>
   return
 }
 

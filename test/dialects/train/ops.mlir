@@ -182,7 +182,9 @@ train.model @repeat {
 
 // CHECK-LABEL: train.model @optimizer
 // CHECK: train.lr_schedule <lr = 1.000000e-01, warmup = 1, total = 5, decay = linear> at %{{.*}}
-// CHECK: train.global_norm %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<4xf32>
+// CHECK: train.sum_squares %{{.*}}, %{{.*}} : tensor<4xf32>, tensor<4xf32>
+// CHECK: train.sum_squares %{{.*}} replicated over 2 : tensor<4xf32>
+// CHECK: train.sqrt
 // CHECK: train.clip_factor %{{.*}} max 1.000000e+00
 // CHECK: train.sgd_update <momentum = 5.000000e-01> %{{.*}}, %{{.*}} momentum(%{{.*}} : tensor<4xf32>) lr(%{{.*}}) : tensor<4xf32>
 // CHECK: train.sgd_update <> %{{.*}}, %{{.*}} lr(%{{.*}}) : tensor<4xf32>
@@ -194,7 +196,9 @@ train.model @optimizer {
   %m = train.input "m" : tensor<4xf32>
   %it = train.iteration : tensor<f32>
   %lr = train.lr_schedule #train.schedule<lr = 0.1, warmup = 1, total = 5, decay = linear> at %it
-  %n = train.global_norm %g, %m : tensor<4xf32>, tensor<4xf32>
+  %ss = train.sum_squares %g, %m : tensor<4xf32>, tensor<4xf32>
+  %sr = train.sum_squares %g replicated over 2 : tensor<4xf32>
+  %n = train.sqrt %ss : tensor<f32>
   %c = train.clip_factor %n max 1.0
   %p0, %m0 = train.sgd_update #train.sgd<momentum = 0.5> %w, %g momentum(%m : tensor<4xf32>) lr(%lr) : tensor<4xf32>
   %p1 = train.sgd_update #train.sgd<> %w, %g lr(%lr) : tensor<4xf32>
