@@ -12,6 +12,7 @@
 #ifndef LOOM_DIALECTS_DIST_PIPELINELOOPS_H
 #define LOOM_DIALECTS_DIST_PIPELINELOOPS_H
 
+#include "dialects/dist/DistDialect.h"
 #include "dialects/train/TrainDialect.h"
 
 namespace loom::dist {

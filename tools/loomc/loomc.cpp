@@ -571,14 +571,6 @@ int main(int argc, char **argv) {
   if (pp > 1) {
     if (failed(checkMicroBatches(*module)))
       return 1;
-    llvm::Expected<loom::pipeline::Schedule> s = pipelineSchedule(pp);
-    if (!s)
-      return fail("--schedule=" + scheduleSpec + ": " +
-                  llvm::toString(s.takeError()));
-    schedule = std::move(*s);
-    if (schedule->splitsBackward() && microBatches == 1 && !reportOnly)
-      return fail("--schedule=" + scheduleSpec + ": a backward split into "
-                  "input and weight parts needs --micro-batches above 1");
     if (microBatches < 2)
       return fail(llvm::formatv(
                       "--mesh {0}: a pipeline needs --micro-batches of at "
@@ -586,6 +578,11 @@ int main(int argc, char **argv) {
                       "and {1} or more keep every stage busy)",
                       meshSpec, pp)
                       .str());
+    llvm::Expected<loom::pipeline::Schedule> s = pipelineSchedule(pp);
+    if (!s)
+      return fail("--schedule=" + scheduleSpec + ": " +
+                  llvm::toString(s.takeError()));
+    schedule = std::move(*s);
   }
   // A user's passes, inserted after the pass --insert-after names.
   bool inserted = false;
