@@ -56,11 +56,36 @@ FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
       entry.shardGroups.assign(groups.asArrayRef().begin(),
                                groups.asArrayRef().end());
     }
+    if (auto part = attrs.getPartAttrHelper().getAttr(def)) {
+      entry.partOf = part.getOf().str();
+      entry.partWhole.assign(part.getWhole().begin(), part.getWhole().end());
+      entry.partOffsets.assign(part.getOffsets().begin(),
+                               part.getOffsets().end());
+    }
     layout.tensors.push_back(entry);
     int64_t index = layout.tensors.size() - 1;
     layout.stepPersistent[v] = index;
     layout.evalPersistent[v] = index;
     return index;
+  };
+  // A parameter one pipeline stage uses (and its optimizer state) lives
+  // on that stage's ranks only.
+  auto pipeline = dist::attrs(model).getPipelineAttrHelper().getAttr(model);
+  dist::MeshAttr mesh = dist::MeshAttr::lookup(model);
+  int32_t pipelineAxis =
+      pipeline && mesh ? mesh.getAxisIndex(dist::AxisRole::Pipeline) : -1;
+  llvm::StringMap<int64_t> owners;
+  if (pipelineAxis >= 0)
+    for (ParamOp p : body.getOps<ParamOp>())
+      if (auto stages = dist::attrs(p).getStagesAttrHelper().getAttr(p);
+          stages && stages.size() == 1)
+        owners[p.getName()] = stages[0] % pipeline.getRanks();
+  auto hold = [&](StringRef param) {
+    auto it = owners.find(param);
+    if (it == owners.end())
+      return;
+    layout.tensors.back().heldAxis = pipelineAxis;
+    layout.tensors.back().heldMask = int64_t(1) << it->second;
   };
   int64_t iteration = -1;
   for (Operation &op : body) {
@@ -68,8 +93,10 @@ FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
       InitAttr init = p.getInit();
       add(p, {p.getName().str(), kParam, {}, int32_t(init.getKind()),
               init.getValue().convertToDouble(), 0});
+      hold(p.getName());
     } else if (auto s = dyn_cast<StateOp>(op)) {
       add(s, {s.getName().str(), kState, {}, 0, 0.0, 0});
+      hold(s.getOf());
     } else if (auto in = dyn_cast<InputOp>(op)) {
       add(in, {in.getName().str(), kInput, {}, 0, 0.0, boundOf(in)});
     } else if (auto it = dyn_cast<IterationOp>(op)) {

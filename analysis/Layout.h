@@ -29,10 +29,20 @@ struct TensorEntry {
   /// per dimension, the runtime group that selects the block; empty
   /// otherwise.
   llvm::SmallVector<int64_t> globalShape, shardGroups;
+  /// For one stage's part of a stacked parameter (dist.part): the whole
+  /// tensor's name, shape, and where the part starts in it; empty
+  /// otherwise.
+  std::string partOf;
+  llvm::SmallVector<int64_t> partWhole, partOffsets;
+  /// The ranks that hold it: every rank (-1), or those whose coordinate c
+  /// on mesh axis `heldAxis` has bit c of `heldMask` set (a pipeline
+  /// stage's parameters and their optimizer state).
+  int32_t heldAxis = -1;
+  int64_t heldMask = 0;
 };
 
 struct ModelLayout {
-  llvm::SmallVector<TensorEntry> tensors;
+  std::vector<TensorEntry> tensors;
   int32_t lossIndex = -1;
   /// For the training step: values in the tensor table, including optimizer
   /// results written in place over the value they update.

@@ -244,26 +244,56 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
   Block &body = rank.getBody().front();
   int64_t arena =
       planMemory(body, layout->stepOps, layout->stepPersistent).peakBytes;
-  // The gradients in the arena are what the updates consume, each as this
-  // rank holds it.
-  int64_t gradients = 0;
+  // Model states as each pipeline rank stores them (split parameters as
+  // blocks; a stage's parameters and optimizer state on its ranks only),
+  // and the gradients its updates consume. Without a pipeline, one row.
+  MeshAttr mesh = loom::dist::MeshAttr::lookup(rank);
+  int64_t pipelineAxis =
+      mesh ? mesh.getAxisIndex(AxisRole::Pipeline) : int64_t(-1);
+  int64_t pp = pipelineAxis >= 0 ? mesh.getSize(AxisRole::Pipeline) : 1;
+  StringAttr ppName = pipelineAxis >= 0 ? mesh.getAxis(AxisRole::Pipeline)
+                                        : StringAttr();
+  pipelineRanks.assign(size_t(pp), StageStates());
+  for (const TensorEntry &t : layout->tensors)
+    for (int64_t c = 0; c < pp; ++c) {
+      if (t.heldAxis >= 0 && !((t.heldMask >> c) & 1))
+        continue;
+      StageStates &s = pipelineRanks[size_t(c)];
+      if (t.role == 0) {
+        s.parameterBytes += tensorBytes(t.type);
+        s.parameterElements += t.type.getNumElements();
+      } else if (t.role == 1) {
+        s.optimizerStateBytes += tensorBytes(t.type);
+      }
+    }
   rank.walk([&](Operation *op) {
+    Value grad;
     if (auto u = dyn_cast<SGDUpdateOp>(op))
-      gradients += tensorBytes(u.getGrad().getType());
+      grad = u.getGrad();
     else if (auto u = dyn_cast<AdamWUpdateOp>(op))
-      gradients += tensorBytes(u.getGrad().getType());
+      grad = u.getGrad();
+    if (!grad)
+      return;
+    auto on = loom::dist::attrs(op).getOnAttrHelper().getAttr(op);
+    auto c = on && ppName ? dyn_cast_or_null<IntegerAttr>(on.get(ppName))
+                          : IntegerAttr();
+    for (int64_t r = 0; r < pp; ++r)
+      if (!c || c.getInt() == r)
+        pipelineRanks[size_t(r)].gradientBytes += tensorBytes(grad.getType());
   });
+  // The gradients in the arena are what the updates consume; the arena is
+  // planned for every rank alike, so it holds the most any rank's updates
+  // consume.
+  int64_t gradients = 0;
+  for (const StageStates &s : pipelineRanks)
+    gradients = std::max(gradients, s.gradientBytes);
   arenaPeakBytes = std::max<int64_t>(arena - gradients, 0);
   activationsFromRankProgram = true;
-  // Model states as the rank stores them (split parameters as blocks).
-  parameterBytes = optimizerStateBytes = 0;
-  for (Operation &op : body) {
-    if (auto p = dyn_cast<ParamOp>(op))
-      parameterBytes += tensorBytes(p.getType());
-    else if (auto s = dyn_cast<StateOp>(op))
-      optimizerStateBytes += tensorBytes(s.getType());
-  }
-  gradientBytes = gradients;
+  parameterBytes = pipelineRanks[0].parameterBytes;
+  optimizerStateBytes = pipelineRanks[0].optimizerStateBytes;
+  gradientBytes = pipelineRanks[0].gradientBytes;
+  if (pp == 1)
+    pipelineRanks.clear();
   if (!cluster)
     return success();
   double peak = config.precision == Precision::Bf16 ? cluster->peakFlopsBf16
@@ -419,6 +449,18 @@ llvm::json::Value Report::toJSON() const {
                             {"activations_peak", arenaPeakBytes},
                             {"inputs", inputBytes},
                             {"total", totalBytes()}};
+  if (!pipelineRanks.empty()) {
+    llvm::json::Array perRank;
+    for (const StageStates &s : pipelineRanks)
+      perRank.push_back(llvm::json::Object{
+          {"parameters", s.parameterBytes},
+          {"parameter_elements", s.parameterElements},
+          {"gradients", s.gradientBytes},
+          {"optimizer_state", s.optimizerStateBytes},
+          {"model_states",
+           s.parameterBytes + s.gradientBytes + s.optimizerStateBytes}});
+    memory["per_pipeline_rank"] = std::move(perRank);
+  }
   // Bytes sent per rank per step, by collective kind and mesh axis.
   llvm::json::Object comm;
   llvm::json::Array collectives;
@@ -517,6 +559,20 @@ void Report::print(llvm::raw_ostream &os) const {
   os << ")\n"
      << "    inputs              " << gigabytes(inputBytes) << "\n"
      << "    total               " << gigabytes(totalBytes()) << "\n";
+  if (!pipelineRanks.empty()) {
+    os << "  model states per pipeline rank (each holds its stages' "
+          "parameters, gradients and optimizer state; the rows above are "
+          "rank 0's):\n";
+    for (auto [r, s] : llvm::enumerate(pipelineRanks)) {
+      int64_t states =
+          s.parameterBytes + s.gradientBytes + s.optimizerStateBytes;
+      os << "    rank " << r << ": " << s.parameterElements
+         << " parameters, " << gigabytes(states)
+         << llvm::format(" (%.4g bytes per own parameter)\n",
+                         double(states) /
+                             double(std::max<int64_t>(s.parameterElements, 1)));
+    }
+  }
   if (communication.empty())
     os << "  communication per step: none (" << (ranks == 1 ? "one rank" : "no collectives") << ")\n";
   else

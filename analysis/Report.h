@@ -85,6 +85,14 @@ struct Report {
   int64_t tokensPerStep = 0;
   /// The fp32 master copy of the parameters (bf16 mixed precision).
   int64_t masterBytes = 0;
+  /// Under a pipeline: each pipeline rank's own parameters, gradients
+  /// and optimizer state (a stage's ranks hold its parameters only); the
+  /// rows above are pipeline rank 0's.
+  struct StageStates {
+    int64_t parameterBytes = 0, gradientBytes = 0, optimizerStateBytes = 0;
+    int64_t parameterElements = 0;
+  };
+  std::vector<StageStates> pipelineRanks;
   std::vector<CommLine> communication;
   std::optional<Cluster> cluster;
   double computeSeconds = 0, communicationSeconds = 0;

@@ -463,13 +463,29 @@ struct Emitter {
                                  actionStage, i64(*stage));
   }
 
+  /// All-reduces started under a `dist.on` guard, which complete there.
+  DenseSet<Operation *> completedStarts;
+
   /// Whether the ranks (or actions) that skip the op making `r` must fill
   /// it with zeros: when something that runs there reads it, an op of no
   /// stage (a sum over stages) or, outside a schedule's driver, a yield
   /// (the driver copies a stage's yields in that stage's actions only).
   /// An op of a stage is skipped wherever its operands' ops are.
+  /// The output reads no zeros: an op of some ranks that the output reads
+  /// updates a tensor that those ranks alone hold.
+  /// A loop reads it where its body does.
   bool needsZeros(Value r) {
-    return llvm::any_of(r.getUsers(), [&](Operation *user) {
+    return llvm::any_of(r.getUses(), [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      if (isa<OutputOp>(user))
+        return false;
+      if (auto repeat = dyn_cast<RepeatOp>(user);
+          repeat && !dist::stageOf(repeat)) {
+        if (use.getOperandNumber() < repeat.getCarries().size())
+          return true;
+        return needsZeros(
+            repeat.getBodyBlock().getArgument(1 + use.getOperandNumber()));
+      }
       if (isa<YieldOp>(user))
         return !actionStage;
       dist::DistDialect &attrs = dist::attrs(user);
@@ -494,9 +510,11 @@ struct Emitter {
   /// pipeline whole). Within a schedule's action the guard is the
   /// action's stage instead: a rank's other stages' ops are zero too, so
   /// each action adds its own stage's part to the loops' sums.
-  LogicalResult emitGuarded(Operation &op, DictionaryAttr on) {
-    Value cond = actionStageMatches(&op);
-    for (NamedAttribute entry : cond ? ArrayRef<NamedAttribute>() : on.getValue()) {
+  /// Whether this rank's coordinates are those of `dist.on` (an i1), or
+  /// null when `on` is null.
+  FailureOr<Value> onRanks(Operation &op, DictionaryAttr on) {
+    Value cond;
+    for (NamedAttribute entry : on ? on.getValue() : ArrayRef<NamedAttribute>()) {
       int64_t axis = mesh.getAxisIndex(entry.getName());
       auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
       if (axis < 0 || !coordinate)
@@ -509,6 +527,17 @@ struct Emitter {
       Value match = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
                                           here, i64(coordinate.getInt()));
       cond = cond ? arith::AndIOp::create(b, loc(), cond, match) : match;
+    }
+    return cond;
+  }
+
+  LogicalResult emitGuarded(Operation &op, DictionaryAttr on) {
+    Value cond = actionStageMatches(&op);
+    if (!cond) {
+      FailureOr<Value> here = onRanks(op, on);
+      if (failed(here))
+        return failure();
+      cond = *here;
     }
     for (Value r : op.getResults()) {
       if (!isa<RankedTensorType>(r.getType()))
@@ -523,6 +552,16 @@ struct Emitter {
       b.setInsertionPointToStart(&guard.getThenRegion().front());
       if (failed(emitOp(op)))
         return failure();
+      // The handle of a collective started here would not reach its wait
+      // outside the guard: it completes here.
+      if (auto start = dyn_cast<dist::AllReduceStartOp>(op)) {
+        if (Value event = events.lookup(start.getResult(0)))
+          call("loomrt_comm_wait", {ctx, event});
+        else
+          call("loomrt_comm_bucket_wait",
+               {ctx, bucketsInFlight.lookup(start.getResult(0))});
+        completedStarts.insert(start);
+      }
       b.setInsertionPointToStart(&guard.getElseRegion().front());
       for (Value r : op.getResults()) {
         if (!needsZeros(r))
@@ -693,6 +732,8 @@ struct Emitter {
            llvm::zip(wait.getResults(), wait.getInputs()))
         buffers[result] = bufferOf(input);
       Operation *start = wait.getStart();
+      if (completedStarts.contains(start))
+        return success();
       if (Value event = events.lookup(start->getResult(0)))
         call("loomrt_comm_wait", {ctx, event});
       else
@@ -764,9 +805,20 @@ struct Emitter {
     OutputOp output = model.getOutput();
     copy(tensorHandles[layout.lossIndex], bufferOf(output.getLoss()),
          output.getLoss().getType());
+    // An update that some ranks make is theirs to copy: the others do not
+    // hold the tensor.
     if (step)
-      for (auto [t, v] : layout.copiedUpdates)
-        copy(tensorHandles[t], bufferOf(v), v.getType());
+      for (auto [t, v] : layout.copiedUpdates) {
+        Operation *def = v.getDefiningOp();
+        FailureOr<Value> here =
+            def ? onRanks(*def, dist::attrs(def).getOnAttrHelper().getAttr(def))
+                : FailureOr<Value>(Value());
+        if (failed(here))
+          return failure();
+        emitWhen(*here, [&, t = t, v = v] {
+          copy(tensorHandles[t], bufferOf(v), v.getType());
+        });
+      }
     func::ReturnOp::create(b, loc());
     return plan.peakBytes;
   }
@@ -790,7 +842,10 @@ struct Emitter {
                   << dtype << ", " << shapeId(t.type.getShape()) << ", "
                   << t.init << ", " << t.initValue << ", " << t.bound << ", "
                   << shapeId(t.globalShape) << ", " << shapeId(t.shardGroups)
-                  << "},\n";
+                  << ", " << (t.partOf.empty() ? "NULL" : cString(t.partOf))
+                  << ", " << shapeId(t.partWhole) << ", "
+                  << shapeId(t.partOffsets) << ", " << t.heldAxis << ", "
+                  << t.heldMask << "},\n";
     }
     std::ostringstream tables;
     tables << "static const int64_t loom_shapes[] = {";
@@ -877,6 +932,10 @@ LogicalResult collectivesOutermost(ModelOp model) {
                                             b.getI64IntegerAttr(0))
                   .getResult();
     Value result = TransposeOp::create(b, loc, moved, back);
+    // The three run where the collective ran (its dist.on and stage).
+    for (Value v : {front, moved, result})
+      v.getDefiningOp()->setDiscardableAttrs(
+          op->getDiscardableAttrDictionary());
     op->getResult(0).replaceAllUsesWith(result);
     op->erase();
   }

@@ -68,6 +68,8 @@ void makeAsync(dist::AllReduceOp reduce) {
   auto start = dist::AllReduceStartOp::create(
       b, reduce.getLoc(), TypeRange{input.getType()}, ValueRange{input},
       reduce.getAxes());
+  // Both halves run where the all-reduce ran (a pipeline stage's ranks).
+  start->setDiscardableAttrs(reduce->getDiscardableAttrDictionary());
   Operation *firstUse = block->getTerminator();
   for (Operation *user : reduce->getUsers())
     if (Operation *anc = block->findAncestorOpInBlock(*user);
@@ -76,11 +78,12 @@ void makeAsync(dist::AllReduceOp reduce) {
   b.setInsertionPoint(firstUse);
   auto wait = dist::WaitOp::create(
       b, reduce.getLoc(), TypeRange{input.getType()}, start.getResults());
+  wait->setDiscardableAttrs(reduce->getDiscardableAttrDictionary());
   reduce.getResult().replaceAllUsesWith(wait.getResult(0));
   reduce.erase();
 }
 
-/// Merges a block's starts over the same axes into buckets of at most
+/// Merges a block's starts over the same axes and ranks into buckets of at most
 /// `cap` bytes: a bucket starts where its last member would and is waited
 /// where its first use needs it, so a member joins only while the bucket's
 /// start can still precede every member's wait.
@@ -106,9 +109,11 @@ int64_t bucket(Block &block, int64_t cap) {
       OpBuilder b(last);
       auto start = dist::AllReduceStartOp::create(b, last.getLoc(), types,
                                                   inputs, last.getAxes());
+      start->setDiscardableAttrs(last->getDiscardableAttrDictionary());
       b.setInsertionPoint(firstWait);
       auto wait =
           dist::WaitOp::create(b, last.getLoc(), types, start.getResults());
+      wait->setDiscardableAttrs(last->getDiscardableAttrDictionary());
       for (auto [i, s] : llvm::enumerate(group)) {
         dist::WaitOp old = waitOf(s);
         old.getResult(0).replaceAllUsesWith(wait.getResult(i));
@@ -134,7 +139,11 @@ int64_t bucket(Block &block, int64_t cap) {
   for (dist::AllReduceStartOp start : starts) {
     auto type = cast<RankedTensorType>(start.getInputs()[0].getType());
     int64_t size = loom::tensorBytes(type);
+    // A bucket's members run on the same ranks (one pipeline stage's, or
+    // all).
     bool fits = !group.empty() && group.front().getAxes() == start.getAxes() &&
+                group.front()->getDiscardableAttrDictionary() ==
+                    start->getDiscardableAttrDictionary() &&
                 cast<RankedTensorType>(group.front().getInputs()[0].getType())
                         .getElementType() == type.getElementType() &&
                 bytes + size <= cap &&

@@ -1,7 +1,10 @@
 //===- PipelineSplit.cpp - dist-pipeline-split -----------------------------===//
 //
 // Cuts a train.repeat whose layers dist-pipeline-partition put on several
-// stages into one repeat per run of layers on one stage.
+// stages into one repeat per run of layers on one stage. A stacked
+// parameter that only such a repeat reads becomes one parameter per run
+// (`dist.part`), so a stage's parameters, gradients and optimizer state
+// are its own tensors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,44 +25,89 @@ using namespace loom::train;
 
 namespace {
 
+/// The parameters `repeat` may store as one part per run of layers: its
+/// stacked operands that are parameters nothing else reads.
+DenseSet<Value> partsOf(RepeatOp repeat) {
+  DenseSet<Value> parts;
+  for (Value s : repeat.getStacked())
+    if (s.getDefiningOp<ParamOp>() && s.hasOneUse())
+      parts.insert(s);
+  return parts;
+}
+
+/// Layers [first, first + n) of `s`: the part of a parameter in `parts`
+/// (a new parameter of the same name, after `after`), else a slice.
+Value layersOf(OpBuilder &b, Location loc, Value s, int64_t first, int64_t n,
+               int64_t stage, const DenseSet<Value> &parts,
+               Operation *&after) {
+  auto type = cast<RankedTensorType>(s.getType());
+  SmallVector<int64_t> offsets(type.getRank(), 0);
+  SmallVector<int64_t> sizes(type.getShape());
+  offsets[0] = first;
+  sizes[0] = n;
+  dist::DistDialect &attrs = dist::attrs(s.getContext());
+  if (!parts.contains(s)) {
+    auto slice = SliceOp::create(b, loc, s, offsets, sizes);
+    attrs.getStageAttrHelper().setAttr(slice, b.getI64IntegerAttr(stage));
+    return slice;
+  }
+  auto param = s.getDefiningOp<ParamOp>();
+  OpBuilder pb(after);
+  pb.setInsertionPointAfter(after);
+  // Named after its layers, as Python slices them: w_fc[4:8].
+  std::string name = (param.getName() + "[" + Twine(first) + ":" +
+                      Twine(first + n) + "]")
+                         .str();
+  auto part = ParamOp::create(
+      pb, param.getLoc(), RankedTensorType::get(sizes, type.getElementType()),
+      pb.getStringAttr(name), param.getInitAttr(), param.getNoDecayAttr());
+  part->setDiscardableAttrs(param->getDiscardableAttrDictionary());
+  attrs.getStagesAttrHelper().setAttr(part, pb.getDenseI64ArrayAttr({stage}));
+  attrs.getPartAttrHelper().setAttr(
+      part, dist::PartAttr::get(s.getContext(), param.getNameAttr(),
+                                type.getShape(), offsets));
+  after = part;
+  return part;
+}
+
 /// Splits `repeat` into one repeat per run of layers on one stage. Each
-/// part takes its layers' slices of the stacked operands, carries what the
-/// part before it yields, and numbers its iterations from the layer it
-/// starts at (so a dropout keyed by the layer index draws the same mask).
+/// part takes its layers of the stacked operands (parameter parts or
+/// slices), carries what the part before it yields, and numbers its
+/// iterations from the layer it starts at (so a dropout keyed by the layer
+/// index draws the same mask).
 LogicalResult splitRepeat(RepeatOp repeat, ArrayRef<int64_t> stages) {
   if (repeat.getReverse() || repeat.getSavesCarries() ||
       !repeat.getStackedResults().empty())
     return repeat.emitOpError(
         "is cut across pipeline stages, which needs a forward repeat with no "
         "stacked results");
+  for (Value s : repeat.getStacked())
+    if (!isa<FloatType>(cast<RankedTensorType>(s.getType()).getElementType()))
+      return repeat.emitOpError("stacks a non-float operand, which cannot "
+                                "be cut across pipeline stages");
   OpBuilder b(repeat);
   Location loc = repeat.getLoc();
   SmallVector<Value> carries(repeat.getCarries());
   int64_t count = repeat.getCount();
+  DenseSet<Value> parts = partsOf(repeat);
+  // Where each parameter's next part goes: after the previous one.
+  DenseMap<Value, Operation *> lastPart;
+  for (Value s : parts)
+    lastPart[s] = s.getDefiningOp();
   for (int64_t first = 0; first < count;) {
     int64_t last = first;
     while (last + 1 < count && stages[last + 1] == stages[first])
       ++last;
     int64_t n = last - first + 1;
     SmallVector<Value> stacked;
-    for (Value s : repeat.getStacked()) {
-      auto type = cast<RankedTensorType>(s.getType());
-      if (!isa<FloatType>(type.getElementType()))
-        return repeat.emitOpError("stacks a non-float operand, which cannot "
-                                  "be cut across pipeline stages");
-      SmallVector<int64_t> offsets(type.getRank(), 0);
-      SmallVector<int64_t> sizes(type.getShape());
-      offsets[0] = first;
-      sizes[0] = n;
-      stacked.push_back(SliceOp::create(b, loc, s, offsets, sizes));
-    }
+    for (Value s : repeat.getStacked())
+      stacked.push_back(layersOf(b, loc, s, first, n, stages[first], parts,
+                                 lastPart[s]));
     auto part = RepeatOp::create(b, loc, repeat.getCarryResults().getTypes(),
                                  TypeRange(), n, false, false, carries,
                                  stacked, repeat.getInvariants());
-    auto stage = dist::attrs(part).getStageAttrHelper();
-    stage.setAttr(part, b.getI64IntegerAttr(stages[first]));
-    for (Value s : stacked)
-      stage.setAttr(s.getDefiningOp(), b.getI64IntegerAttr(stages[first]));
+    dist::attrs(part).getStageAttrHelper().setAttr(
+        part, b.getI64IntegerAttr(stages[first]));
     IRMapping map;
     repeat.getBody().cloneInto(&part.getBody(), map);
     Block &body = part.getBodyBlock();
@@ -77,6 +125,8 @@ LogicalResult splitRepeat(RepeatOp repeat, ArrayRef<int64_t> stages) {
   }
   repeat.replaceAllUsesWith(carries);
   repeat.erase();
+  for (Value s : parts)
+    s.getDefiningOp()->erase();
   return success();
 }
 

@@ -14,6 +14,8 @@
 #include "dialects/train/Adjoint.h"
 #include "passes/PipelineStages.h"
 
+#include <map>
+
 namespace loom {
 #define GEN_PASS_DEF_DISTPIPELINETRANSFERS
 #include "passes/Passes.h.inc"
@@ -29,6 +31,15 @@ namespace {
 using dist::placeOnStage;
 using dist::stageOf;
 
+/// The one stage whose rank holds a parameter, when a single stage uses it
+/// (its `dist.stages`, which dist-pipeline-partition records).
+std::optional<int64_t> ownerOf(ParamOp param) {
+  auto stages = dist::attrs(param).getStagesAttrHelper().getAttr(param);
+  if (!stages || stages.size() != 1)
+    return std::nullopt;
+  return stages[0];
+}
+
 struct Transfers {
   Transfers(ModelOp model, int64_t ranks, StringAttr axis)
       : model(model), ranks(ranks), axis(axis) {}
@@ -40,7 +51,8 @@ struct Transfers {
   /// The stages whose ranks hold a value's real contribution: one for an
   /// op on a stage, the union of its operands' for an op on every rank
   /// (which then holds a partial sum: zero where a stage did not run),
-  /// none for a value every rank holds whole.
+  /// none for a value every rank holds whole (made of no stage's values,
+  /// or all-reduced over the pipeline).
   DenseMap<Value, SmallVector<int64_t, 2>> where;
   /// The received copy of a value on a stage.
   DenseMap<std::pair<Value, int64_t>, Value> received;
@@ -51,8 +63,27 @@ struct Transfers {
       return it->second;
     SmallVector<int64_t, 2> stages;
     if (Operation *def = v.getDefiningOp()) {
-      if (auto s = stageOf(def)) {
+      auto reduce = dyn_cast<dist::AllReduceOp>(def);
+      if (reduce && llvm::is_contained(reduce.getAxes(), axis)) {
+        // Summed over the pipeline: whole on every rank.
+      } else if (auto s = stageOf(def)) {
         stages.push_back(*s);
+      } else if (auto repeat = dyn_cast<RepeatOp>(def)) {
+        // A loop on every rank: a carry holds what its initial value and
+        // its body's yields hold, a stacked result what its yields hold.
+        where[v] = {};
+        unsigned n = cast<OpResult>(v).getResultNumber();
+        size_t numCarries = repeat.getCarries().size();
+        YieldOp yield = repeat.getYield();
+        if (n < numCarries) {
+          llvm::append_range(stages, contributors(repeat.getCarries()[n]));
+          llvm::append_range(stages, contributors(yield.getCarries()[n]));
+        } else {
+          llvm::append_range(stages,
+                             contributors(yield.getStacked()[n - numCarries]));
+        }
+        llvm::sort(stages);
+        stages.erase(llvm::unique(stages), stages.end());
       } else {
         for (Value operand : def->getOperands())
           llvm::append_range(stages, contributors(operand));
@@ -98,9 +129,11 @@ struct Transfers {
   }
 
   /// Every rank runs its stages' ops and holds zeros for the others', so
-  /// gradients and the loss are partial sums over the pipeline: one
-  /// all-reduce over pp makes them whole on every rank, which then takes
-  /// the same optimizer step (clipping included) on every parameter.
+  /// the loss is a partial sum over the pipeline, as is the gradient of a
+  /// parameter several stages use (the tied embedding): one all-reduce
+  /// over pp makes each whole on every rank. The gradient of a parameter
+  /// one stage uses stays where that stage made it: its update runs on
+  /// that stage's rank only (dist-pipeline-transfers places it there).
   void reduce() {
     OutputOp output = model.getOutput();
     OpBuilder b(output);
@@ -111,8 +144,10 @@ struct Transfers {
                                        b.getArrayAttr({axis}), false);
     };
     output.getLossMutable().assign(sum(output.getLoss()));
-    for (OpOperand &g : output.getGradsMutable())
-      g.set(sum(g.get()));
+    auto params = model.getBody().front().getOps<ParamOp>();
+    for (auto [g, param] : llvm::zip(output.getGradsMutable(), params))
+      if (!ownerOf(param))
+        g.set(sum(g.get()));
   }
 
   /// A staged op that reads another stage's value gets a copy sent right
@@ -282,7 +317,157 @@ struct Transfers {
         backwards.push_back(backward);
     for (RepeatOp backward : backwards)
       accumulatePerStage(backward);
+    if (failed(normPerStage()))
+      return failure();
+    placeUpdates();
     return success();
+  }
+
+  /// Whether every rank holds `v` whole: no stage made any of it, or an
+  /// all-reduce over the pipeline summed the stages' parts.
+  bool wholeEverywhere(Value v) { return contributors(v).empty(); }
+
+  /// Clipping's sum of squares reads every parameter's gradient, and a
+  /// stage's gradients live on its rank only: each stage sums the squares
+  /// of its own (an op of that stage), what every rank holds whole (the
+  /// tied embedding's, reduced over pp) is counted on the first stage, and
+  /// the scalar all-reduce after the sum also runs over pp.
+  LogicalResult normPerStage() {
+    SmallVector<SumSquaresOp> sums(
+        model.getBody().front().getOps<SumSquaresOp>());
+    for (SumSquaresOp op : sums) {
+      std::map<int64_t, SmallVector<Value>> byStage;
+      for (Value v : op.getInputs()) {
+        ArrayRef<int64_t> from = contributors(v);
+        if (wholeEverywhere(v))
+          byStage[0].push_back(v);
+        else if (from.size() == 1)
+          byStage[from[0]].push_back(v);
+        else
+          return op.emitOpError("reads a gradient that pipeline stages ")
+                 << llvm::make_range(from.begin(), from.end())
+                 << " each hold part of";
+      }
+      OpBuilder b(op);
+      Value total;
+      for (auto &[stage, inputs] : byStage) {
+        auto part =
+            SumSquaresOp::create(b, op.getLoc(), inputs, op.getReplicaGroup());
+        placeOnStage(part, stage, ranks);
+        total = total ? Value(AddOp::create(b, op.getLoc(), total, part))
+                      : Value(part);
+      }
+      op.getResult().replaceAllUsesWith(total);
+      op.erase();
+      // The sums are partial over pp: the scalar all-reduce that follows
+      // the adds of the sums (over the axes that split gradients) takes pp
+      // too, or one over pp alone is added.
+      while (total.hasOneUse() && isa<AddOp>(*total.getUsers().begin()))
+        total = total.getUsers().begin()->getResult(0);
+      auto reduce = total.hasOneUse()
+                        ? dyn_cast<dist::AllReduceOp>(*total.getUsers().begin())
+                        : dist::AllReduceOp();
+      if (reduce && llvm::is_contained(reduce.getAxes(), axis))
+        continue;
+      if (reduce) {
+        SmallVector<Attribute> axes(reduce.getAxes().begin(),
+                                    reduce.getAxes().end());
+        axes.push_back(axis);
+        reduce.setAxesAttr(b.getArrayAttr(axes));
+        continue;
+      }
+      b.setInsertionPointAfterValue(total);
+      auto whole = dist::AllReduceOp::create(b, op.getLoc(), total,
+                                             b.getArrayAttr({axis}), false);
+      total.replaceAllUsesExcept(whole, whole);
+    }
+    return success();
+  }
+
+  /// A parameter one stage uses is updated on that stage's rank only, and
+  /// so is everything only its update reads (its gradient's clipping, the
+  /// sum of its stage's parts, data parallelism's reduction of it) and
+  /// everything that reads it outside the stage's ops (a reshard of its
+  /// stored block): the other ranks neither compute nor hold it.
+  void placeUpdates() {
+    Block &body = model.getBody().front();
+    // The stage whose rank alone holds a parameter or its state.
+    DenseMap<Value, int64_t> held;
+    llvm::StringMap<int64_t> owners;
+    for (ParamOp param : body.getOps<ParamOp>())
+      if (std::optional<int64_t> owner = ownerOf(param)) {
+        held[param] = *owner;
+        owners[param.getName()] = *owner;
+      }
+    for (StateOp state : body.getOps<StateOp>())
+      if (auto it = owners.find(state.getOf()); it != owners.end())
+        held[state] = it->second;
+    for (Operation &op : body) {
+      if (!isa<SGDUpdateOp, AdamWUpdateOp>(op))
+        continue;
+      if (auto it = held.find(op.getOperand(0)); it != held.end())
+        placeOnStage(&op, it->second, ranks);
+    }
+    // Forward from the parameters: an op of no stage (not a loop) that
+    // reads a held tensor and nothing of another stage runs on its stage.
+    for (Operation &op : body) {
+      if (stageOf(&op) || op.getNumRegions() ||
+          op.hasTrait<OpTrait::IsTerminator>())
+        continue;
+      std::optional<int64_t> stage;
+      bool one = true;
+      for (Value v : op.getOperands()) {
+        std::optional<int64_t> s;
+        if (auto it = held.find(v); it != held.end())
+          s = it->second;
+        else if (ArrayRef<int64_t> from = contributors(v); from.size() == 1)
+          s = from[0];
+        else if (!from.empty())
+          one = false;
+        if (s) {
+          one &= !stage || *stage == *s;
+          stage = s;
+        }
+      }
+      if (one && stage && llvm::any_of(op.getOperands(), [&](Value v) {
+            return held.count(v);
+          })) {
+        placeOnStage(&op, *stage, ranks);
+        for (Value r : op.getResults()) {
+          held[r] = *stage;
+          where[r] = {*stage};
+        }
+      }
+    }
+    // Back from the updates: an op of no stage whose results only ops of
+    // one stage read moves to that stage (constants and pipeline
+    // reductions stay where they are).
+    for (Operation &op : llvm::reverse(body)) {
+      if (stageOf(&op) || op.getNumRegions() || op.getNumOperands() == 0 ||
+          op.hasTrait<OpTrait::IsTerminator>() || op.use_empty())
+        continue;
+      if (auto reduce = dyn_cast<dist::AllReduceOp>(op);
+          reduce && llvm::is_contained(reduce.getAxes(), axis))
+        continue;
+      std::optional<int64_t> stage;
+      bool one = true;
+      for (Operation *user : op.getUsers()) {
+        std::optional<int64_t> s = stageOf(user);
+        one &= s && (!stage || *stage == *s) && user->getBlock() == &body;
+        stage = s;
+      }
+      // What it reads must be there: whole on every rank, or the stage's.
+      one &= stage && llvm::all_of(op.getOperands(), [&](Value v) {
+               ArrayRef<int64_t> from = contributors(v);
+               return wholeEverywhere(v) ||
+                      (from.size() == 1 && from[0] == *stage);
+             });
+      if (one) {
+        placeOnStage(&op, *stage, ranks);
+        for (Value r : op.getResults())
+          where[r] = {*stage};
+      }
+    }
   }
 
   /// The leaves of a sum over stages: `v` itself when one stage makes it,

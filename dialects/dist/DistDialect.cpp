@@ -94,6 +94,7 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
                    "an array of #dist.sharding")) ||
       failed(typed(getGlobalShapeAttrHelper(), "an array<i64>")) ||
       failed(typed(getShardGroupsAttrHelper(), "an array<i64>")) ||
+      failed(typed(getPartAttrHelper(), "a #dist.part")) ||
       failed(typed(getVerifiedAttrHelper(), "a #dist.verified")))
     return failure();
 
@@ -225,13 +226,37 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
     return success();
   }
 
+  if (name == getPartAttrHelper().getName()) {
+    PartAttr part = getPartAttrHelper().getAttr(op);
+    if (op->getNumResults() != 1)
+      return fail() << "is for an op with one result";
+    auto tensor = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!tensor || tensor.getRank() != int64_t(part.getWhole().size()))
+      return fail() << "must have one entry per dimension of "
+                    << op->getResult(0).getType();
+    // The part's extent: the whole of its blocks where it is stored as
+    // blocks.
+    SmallVector<int64_t> extent(tensor.getShape());
+    if (auto global = getGlobalShapeAttrHelper().getAttr(op);
+        global && global.size() == extent.size())
+      extent.assign(global.asArrayRef().begin(), global.asArrayRef().end());
+    for (auto [whole, offset, size] :
+         llvm::zip(part.getWhole(), part.getOffsets(), extent))
+      if (offset + size > whole)
+        return fail() << "puts a part of " << op->getResult(0).getType()
+                      << " at offsets [" << part.getOffsets()
+                      << "] outside the whole tensor [" << part.getWhole()
+                      << "]";
+    return success();
+  }
+
   return op->emitOpError("has the unknown attribute '")
          << name.getValue()
          << "': the dist dialect declares dist.mesh, dist.pipeline, "
             "dist.stage, dist.stages, dist.on, dist.ranks, dist.schedule, "
             "dist.schedule_slots, dist.backward, dist.sharding, "
-            "dist.arg_shardings, dist.global_shape, dist.shard_groups and "
-            "dist.verified";
+            "dist.arg_shardings, dist.global_shape, dist.shard_groups, "
+            "dist.part and dist.verified";
 }
 
 LogicalResult
@@ -250,6 +275,22 @@ PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       llvm::any_of(stageCosts, [](int64_t c) { return c < 0; }) ||
       bottleneck < 0)
     return emitError() << "has a negative cost";
+  return success();
+}
+
+LogicalResult PartAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               StringAttr of, ArrayRef<int64_t> whole,
+                               ArrayRef<int64_t> offsets) {
+  if (!of || of.getValue().empty())
+    return emitError() << "needs the name of the whole tensor";
+  if (whole.size() != offsets.size())
+    return emitError() << "needs one offset per dimension of the whole "
+                          "tensor, got "
+                       << offsets.size() << " for " << whole.size();
+  for (auto [w, o] : llvm::zip(whole, offsets))
+    if (w < 1 || o < 0 || o >= w)
+      return emitError() << "needs offsets inside the whole tensor's "
+                            "positive dimensions";
   return success();
 }
 

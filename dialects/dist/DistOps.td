@@ -70,6 +70,10 @@ def Dist_Dialect : Dialect {
     // bit mask) that selects the block.
     "::mlir::DenseI64ArrayAttr":$global_shape,
     "::mlir::DenseI64ArrayAttr":$shard_groups,
+    // On a parameter (or its optimizer state) that holds one pipeline
+    // stage's layers of a stacked parameter: the whole tensor and where
+    // the part starts in it.
+    "::loom::dist::PartAttr":$part,
     // On a rank program: what dist-verify-communication proved.
     "::loom::dist::VerifiedAttr":$verified
   );
@@ -103,6 +107,33 @@ def Dist_PipelineAttr : AttrDef<Dist_Dialect, "Pipeline"> {
     /// Stages in all: ranks x virtual stages.
     int64_t getNumStages() const { return getRanks() * getVirtualStages(); }
   }];
+}
+
+def Dist_PartAttr : AttrDef<Dist_Dialect, "Part"> {
+  let mnemonic = "part";
+  let summary = "A parameter that is a block of a whole tensor of the same name";
+  let description = [{
+    `dist-pipeline-split` stores a stacked parameter whose layers several
+    pipeline stages run as one parameter per stage, each holding its
+    stage's layers and named after them (`w_fc[4:8]`): `of` names the
+    tensor the user wrote, `whole` is its shape and `offsets` where the
+    part starts in it (the part's own shape, or its `dist.global_shape`
+    where tensor or data parallelism store it as blocks, is its extent).
+    Initialization, `--init-from` and `--export` read and write the part's
+    block of the whole tensor, so the parts together are the parameter of
+    the single-rank program.
+
+    ```mlir
+    %w1 = train.param "w_fc[4:8]" init(#train.init<normal, 0.02>)
+          {dist.part = #dist.part<of = "w_fc", whole = [8, 16, 32],
+                                  offsets = [4, 0, 0]>}
+          : tensor<4x16x32xf32>
+    ```
+  }];
+  let parameters = (ins "::mlir::StringAttr":$of, Dist_IntList:$whole,
+                        Dist_IntList:$offsets);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
 }
 
 def Dist_VerifiedAttr : AttrDef<Dist_Dialect, "Verified"> {

@@ -26,6 +26,7 @@
 #include <map>
 #include <new>
 #include <optional>
+#include <set>
 #include <sstream>
 
 using namespace loomrt;
@@ -200,17 +201,36 @@ Options parseOptions(int argc, char **argv) {
 // Safetensors
 //===----------------------------------------------------------------------===//
 
-/// Reads the tensors of `role` (parameters or inputs) from a safetensors
-/// file; each must be there with the model's shape and element type.
-/// The shape of the whole tensor `d` (its own shape unless it is stored as
-/// a rank's block).
+/// Whether world rank `rank` holds tensor `d` (a pipeline stage's
+/// parameters and optimizer state live on its ranks only).
+bool holds(loomrt_ctx *ctx, const loomrt_tensor_desc &d, int rank) {
+  if (d.held_axis < 0)
+    return true;
+  if (d.held_axis >= int32_t(ctx->meshSizes.size()))
+    fail("tensor '" + std::string(d.name) + "' is held along mesh axis " +
+         std::to_string(d.held_axis) + ", which the mesh does not have");
+  int64_t c = coordinates(ctx, rank)[size_t(d.held_axis)];
+  return c < 64 && ((d.held_mask >> c) & 1);
+}
+
+/// The name of the whole tensor `d` is (part of).
+const char *wholeName(const loomrt_tensor_desc &d) {
+  return d.part_of ? d.part_of : d.name;
+}
+
+/// The shape of the whole tensor `d` is (part of): the stacked tensor of a
+/// stage's part, else the whole of a rank's block, else its own shape.
 Shape wholeShape(loomrt_ctx *ctx, const loomrt_tensor_desc &d) {
+  if (d.part_of)
+    return shapeOf(ctx, d.part_whole);
   Shape global = shapeOf(ctx, d.global_shape);
   return global.rank ? global : shapeOf(ctx, d.shape);
 }
 
 /// Where the block of `d` that world rank `rank` holds lies in the whole
-/// tensor (ShardIndex for any rank, not only this one).
+/// tensor (ShardIndex for any rank, not only this one): the rank's block
+/// of the tensor, moved to the part's offsets in the stacked tensor when
+/// `d` is a stage's part.
 ShardIndex blockOf(loomrt_ctx *ctx, const loomrt_tensor_desc &d, int rank) {
   ShardIndex index = shardIndex(ctx, d.shape, d.global_shape, d.shard_groups);
   Shape groups = shapeOf(ctx, d.shard_groups);
@@ -222,9 +242,33 @@ ShardIndex blockOf(loomrt_ctx *ctx, const loomrt_tensor_desc &d, int rank) {
         coordinate = coordinate * ctx->meshSizes[a] + coords[a];
     index.offset[dim] = coordinate * index.local[dim];
   }
+  if (!d.part_of)
+    return index;
+  Shape local = shapeOf(ctx, d.shape), whole = shapeOf(ctx, d.part_whole),
+        offsets = shapeOf(ctx, d.part_offsets);
+  if (whole.rank != local.rank || offsets.rank != local.rank ||
+      local.rank > ShardIndex::kMaxRank)
+    fail("tensor '" + std::string(d.name) + "': its part's whole shape and "
+         "offsets do not match its rank");
+  if (index.rank == 0) {
+    index.rank = int32_t(local.rank);
+    for (int64_t dim = 0; dim < local.rank; ++dim) {
+      index.local[dim] = local[dim];
+      index.offset[dim] = 0;
+    }
+  }
+  int64_t stride = 1;
+  for (int64_t dim = local.rank - 1; dim >= 0; --dim) {
+    index.offset[dim] += offsets[dim];
+    index.stride[dim] = stride;
+    stride *= whole[dim];
+  }
   return index;
 }
 
+/// Reads the tensors of `role` (parameters or inputs) from a safetensors
+/// file; each must be there with the model's shape and element type (a
+/// stage's part reads its block of the whole tensor).
 void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
   std::string bytes = readWholeFile(path);
   if (bytes.size() < 8)
@@ -245,33 +289,34 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
   const loomrt_program *p = ctx->program;
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
-    if (d.role != role)
+    if (d.role != role || !holds(ctx, d, ctx->rank))
       continue;
-    const llvm::json::Object *e = entries->getObject(d.name);
+    std::string name = wholeName(d);
+    const llvm::json::Object *e = entries->getObject(name);
     if (!e)
-      fail("'" + path + "' has no tensor '" + d.name + "'");
+      fail("'" + path + "' has no tensor '" + name + "'");
     const char *dtype = d.dtype == LOOMRT_I32 ? "I32" : "F32";
     if (e->getString("dtype") != dtype)
-      fail("'" + path + "': tensor '" + d.name + "' must be " + dtype);
+      fail("'" + path + "': tensor '" + name + "' must be " + dtype);
     Shape s = wholeShape(ctx, d);
     const llvm::json::Array *shape = e->getArray("shape");
     bool same = shape && int64_t(shape->size()) == s.rank;
     for (int64_t i = 0; same && i < s.rank; ++i)
       same = (*shape)[i].getAsInteger() == s[i];
     if (!same)
-      fail("'" + path + "': tensor '" + d.name +
+      fail("'" + path + "': tensor '" + name +
            "' does not have the model's shape");
     // data_offsets: [begin, end) of the data section, exactly two integers.
     const llvm::json::Array *offsets = e->getArray("data_offsets");
     if (!offsets || offsets->size() != 2)
-      fail("'" + path + "': tensor '" + d.name +
+      fail("'" + path + "': tensor '" + name +
            "' needs data_offsets of two integers [begin, end]");
     int64_t begin = (*offsets)[0].getAsInteger().value_or(-1);
     int64_t end = (*offsets)[1].getAsInteger().value_or(-1);
     int64_t want = s.numel() * elementBytes(d.dtype);
     if (begin < 0 || end < begin || end - begin != want ||
         uint64_t(end) > dataSize)
-      fail("'" + path + "': tensor '" + d.name + "' has bad data offsets [" +
+      fail("'" + path + "': tensor '" + name + "' has bad data offsets [" +
            std::to_string(begin) + ", " + std::to_string(end) + "] for " +
            std::to_string(want) + " bytes in a data section of " +
            std::to_string(dataSize));
@@ -282,7 +327,7 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
     }
     // This rank's block of the whole tensor.
     int64_t size = elementBytes(d.dtype);
-    ShardIndex index = shardIndex(ctx, d.shape, d.global_shape, d.shard_groups);
+    ShardIndex index = blockOf(ctx, d, ctx->rank);
     std::vector<char> block(size_t(local.numel() * size));
     for (int64_t i = 0; i < local.numel(); ++i)
       std::memcpy(block.data() + i * size,
@@ -292,63 +337,85 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
   }
 }
 
-/// The whole of parameter `t` on the host: its own buffer, or, when it is
-/// stored as blocks, every rank's block gathered (a collective: every rank
-/// calls it) and put in place.
-std::vector<char> wholeTensor(loomrt_ctx *ctx, int64_t t) {
+/// Puts parameter `t` in place in `whole`, the host copy of the tensor it
+/// belongs to: its own buffer, or, when it is stored as blocks or only
+/// some ranks hold it, the holders' blocks gathered (a collective: every
+/// rank calls it). A stage's part fills its layers of the stacked tensor.
+void placeTensor(loomrt_ctx *ctx, int64_t t, float *whole) {
   const loomrt_tensor_desc &d = ctx->program->tensors[t];
-  int64_t n = shapeOf(ctx, d.shape).numel(), whole = wholeShape(ctx, d).numel();
-  std::vector<char> host(size_t(whole * 4));
-  if (n == whole) {
-    backend::download(ctx, host.data(), ctx->tensors[t], whole * 4);
-    return host;
+  int64_t n = shapeOf(ctx, d.shape).numel();
+  if (shapeOf(ctx, d.global_shape).rank == 0 && d.held_axis < 0) {
+    std::vector<float> own(static_cast<size_t>(n));
+    backend::download(ctx, own.data(), ctx->tensors[t], n * 4);
+    ShardIndex index = blockOf(ctx, d, ctx->rank);
+    for (int64_t i = 0; i < n; ++i)
+      whole[index.global(i)] = own[size_t(i)];
+    return;
   }
   uint32_t everyone = (1u << ctx->meshSizes.size()) - 1;
+  // A rank that does not hold the tensor sends zeros in its place.
+  char *own = ctx->tensors[t];
+  if (!own) {
+    own = allocate(ctx, n * 4);
+    std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+    backend::upload(ctx, own, zeros.data(), n * 4);
+  }
   char *gathered = allocate(ctx, int64_t(ctx->world) * n * 4);
   loomrt_comm_all_gather(ctx, everyone,
                          reinterpret_cast<loomrt_buf *>(gathered),
-                         reinterpret_cast<loomrt_buf *>(ctx->tensors[t]), n,
-                         LOOMRT_F32);
+                         reinterpret_cast<loomrt_buf *>(own), n, LOOMRT_F32);
+  if (own != ctx->tensors[t])
+    release(ctx, own, n * 4);
   std::vector<float> blocks(size_t(ctx->world * n));
   backend::download(ctx, blocks.data(), gathered, int64_t(blocks.size() * 4));
   release(ctx, gathered, int64_t(ctx->world) * n * 4);
-  float *out = reinterpret_cast<float *>(host.data());
   for (int rank = 0; rank < ctx->world; ++rank) {
+    if (!holds(ctx, d, rank))
+      continue;
     ShardIndex index = blockOf(ctx, d, rank);
     for (int64_t i = 0; i < n; ++i)
-      out[index.global(i)] = blocks[size_t(rank * n + i)];
+      whole[index.global(i)] = blocks[size_t(rank * n + i)];
   }
-  return host;
 }
 
 /// Writes the parameters, whole, as safetensors; every rank takes part (the
-/// blocks of split parameters are gathered), rank 0 writes.
+/// blocks of split parameters are gathered, and stages' parts put
+/// together), rank 0 writes.
 void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
   const loomrt_program *p = ctx->program;
-  std::vector<std::vector<char>> tensors;
-  for (int64_t t = 0; t < p->num_tensors; ++t)
-    if (p->tensors[t].role == LOOMRT_PARAM)
-      tensors.push_back(wholeTensor(ctx, t));
-  if (ctx->rank != 0)
-    return;
-  llvm::json::Object header;
-  int64_t offset = 0;
-  std::vector<int64_t> order;
+  // The whole tensors, in the order their first part appears.
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<float>> tensors;
+  std::map<std::string, Shape> shapes;
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
     if (d.role != LOOMRT_PARAM)
       continue;
+    std::string name = wholeName(d);
     Shape s = wholeShape(ctx, d);
+    auto [it, added] = tensors.try_emplace(name);
+    if (added) {
+      names.push_back(name);
+      shapes[name] = s;
+      it->second.assign(size_t(s.numel()), 0.0f);
+    }
+    placeTensor(ctx, t, it->second.data());
+  }
+  if (ctx->rank != 0)
+    return;
+  llvm::json::Object header;
+  int64_t offset = 0;
+  for (const std::string &name : names) {
+    const Shape &s = shapes[name];
     llvm::json::Array shape;
     for (int64_t i = 0; i < s.rank; ++i)
       shape.push_back(s[i]);
     int64_t bytes = s.numel() * 4;
-    header[d.name] = llvm::json::Object{
+    header[name] = llvm::json::Object{
         {"dtype", "F32"},
         {"shape", std::move(shape)},
         {"data_offsets", llvm::json::Array{offset, offset + bytes}}};
     offset += bytes;
-    order.push_back(t);
   }
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -362,8 +429,8 @@ void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
     uint64_t size = text.size();
     append(&size, 8);
     append(text.data(), text.size());
-    for (const std::vector<char> &host : tensors)
-      append(host.data(), host.size());
+    for (const std::string &name : names)
+      append(tensors[name].data(), tensors[name].size() * 4);
   });
 }
 
@@ -382,10 +449,10 @@ void initialize(loomrt_ctx *ctx, const loomrt_tensor_desc &d, char *buf) {
     return;
   }
   float *x = host.data();
-  uint64_t key = hashString(d.name) ^ hash64(ctx->seed);
-  // Keyed by the element's index in the whole tensor, so a block is exactly
-  // the slice of the unsplit parameter.
-  ShardIndex index = shardIndex(ctx, d.shape, d.global_shape, d.shard_groups);
+  uint64_t key = hashString(wholeName(d)) ^ hash64(ctx->seed);
+  // Keyed by the element's index in the whole tensor, so a block (or a
+  // stage's part) is exactly the slice of the unsplit parameter.
+  ShardIndex index = blockOf(ctx, d, ctx->rank);
   for (int64_t i = 0; i < n; ++i) {
     uint64_t k = key ^ hash64(uint64_t(index.global(i)) * 0x9e3779b97f4a7c15ULL + 1);
     switch (d.init) {
@@ -619,6 +686,10 @@ static int train(int argc, char **argv, const loomrt_program *program) {
   const loomrt_program *p = program;
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
+    if (!holds(&ctx, d, ctx.rank)) {
+      ctx.tensors.push_back(nullptr);
+      continue;
+    }
     int64_t bytes = shapeOf(&ctx, d.shape).numel() * elementBytes(d.dtype);
     ctx.tensors.push_back(allocate(&ctx, bytes));
     initialize(&ctx, d, ctx.tensors.back());
@@ -642,10 +713,11 @@ static int train(int argc, char **argv, const loomrt_program *program) {
   // 'tokens' input) and samples (the leading dimension of the first input)
   // otherwise.
   int64_t tokensPerStep = 0, params = 0;
+  std::set<std::string> counted;
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
     Shape s = shapeOf(&ctx, d.shape);
-    if (d.role == LOOMRT_PARAM)
+    if (d.role == LOOMRT_PARAM && counted.insert(wholeName(d)).second)
       params += wholeShape(&ctx, d).numel();
     if (d.role == LOOMRT_INPUT && !std::strcmp(d.name, "tokens"))
       tokensPerStep = s.numel();
@@ -778,8 +850,9 @@ static int train(int argc, char **argv, const loomrt_program *program) {
   release(&ctx, ctx.arena, arenaBytes);
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
-    release(&ctx, ctx.tensors[t],
-            shapeOf(&ctx, d.shape).numel() * elementBytes(d.dtype));
+    if (ctx.tensors[t])
+      release(&ctx, ctx.tensors[t],
+              shapeOf(&ctx, d.shape).numel() * elementBytes(d.dtype));
   }
   ctx.tensors.clear();
   loomrt_finalize(&ctx);

@@ -1,9 +1,11 @@
 // A chain of an embedding, four layers and a tied head cut into two
 // stages: the repeat splits at the cut (layer 3 keeps its dropout stream
-// by numbering its iterations from 3), the backward of each op runs on its
-// forward op's stage, the carry and its gradient cross between the stages
-// by send and receive, and the stages' partial gradients (the tied
-// embedding's from both) and the loss are all-reduced over pp.
+// by numbering its iterations from 3) and its stacked weight into one
+// parameter per stage, the backward of each op runs on its forward op's
+// stage, the carry and its gradient cross between the stages by send and
+// receive, and the tied embedding's partial gradients (from both stages)
+// and the loss are all-reduced over pp; each stage's own weight keeps its
+// gradient where the stage made it.
 // RUN: loom-opt %s --dist-mesh="mesh=pp=2" --dist-pipeline-partition --dist-pipeline-split | FileCheck %s --check-prefix=SPLIT
 // RUN: loom-opt %s --dist-mesh="mesh=pp=2" --dist-pipeline-partition --dist-pipeline-split --train-autodiff --dist-pipeline-reduce --dist-pipeline-transfers | FileCheck %s --check-prefix=STEP
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2" | FileCheck %s --check-prefix=VERIFIED
@@ -13,11 +15,11 @@
 // stands for the 4.
 // COMPOSE: dist.verified = #dist.verified<simulated = {{[0-9]+}}, ranks = 4, class_axes = ["pp"]
 
+// SPLIT:      %[[W0:.*]] = train.param "w[0:3]" {{.*}}dist.stages = array<i64: 0>} : tensor<3x4x4xf32>
+// SPLIT-NEXT: %[[W1:.*]] = train.param "w[3:4]" {{.*}}dist.stages = array<i64: 1>} : tensor<1x4x4xf32>
 // SPLIT:      train.embedding {{.*}}{dist.stage = 0 : i64}
-// SPLIT-NEXT: train.slice %{{.*}} offsets [0, 0, 0] sizes [3, 4, 4] {dist.stage = 0 : i64}
-// SPLIT-NEXT: train.repeat 3 {{.*}}attributes {dist.stage = 0 : i64}
-// SPLIT:      train.slice %{{.*}} offsets [3, 0, 0] sizes [1, 4, 4] {dist.stage = 1 : i64}
-// SPLIT-NEXT: train.repeat 1 {{.*}}attributes {dist.stage = 1 : i64}
+// SPLIT-NEXT: train.repeat 3 {{.*}}stacked(%[[W0]] : {{.*}}attributes {dist.stage = 0 : i64}
+// SPLIT:      train.repeat 1 {{.*}}stacked(%[[W1]] : {{.*}}attributes {dist.stage = 1 : i64}
 // SPLIT-NEXT: ^bb0(%[[I:.*]]: index,
 // SPLIT-NEXT:   %[[C3:.*]] = arith.constant 3 : index
 // SPLIT-NEXT:   %[[L:.*]] = arith.addi %[[I]], %[[C3]] : index
@@ -30,16 +32,15 @@
 // STEP:      train.repeat 1 saving_carries carry(%[[IN1]] : tensor<2x4xf32>)
 // STEP:      train.cross_entropy_grad {{.*}}{dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
 // STEP:      %[[HEAD:.*]] = train.matmul %{{.*}} transpose_lhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
-// STEP:      %[[BWD1:.*]], %{{.*}} = train.repeat 1 reverse {{.*}}attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
+// STEP:      %[[BWD1:.*]], %[[GW1:.*]] = train.repeat 1 reverse {{.*}}attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
 // STEP:      dist.send %[[BWD1]] to "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
 // STEP-NEXT: %[[G0:.*]] = dist.recv from "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
-// STEP:      train.repeat 3 reverse carry(%[[G0]] : tensor<2x4xf32>) {{.*}}attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
+// STEP:      %{{.*}}, %[[GW0:.*]] = train.repeat 3 reverse carry(%[[G0]] : tensor<2x4xf32>) {{.*}}attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
 // STEP:      %[[EMB:.*]] = train.embedding_grad {{.*}}{dist.on = {pp = 0 : i64}, dist.stage = 0 : i64}
 // STEP-NEXT: %[[TIED:.*]] = train.add %[[HEAD]], %[[EMB]] :
 // STEP-NEXT: %[[LOSS:.*]] = dist.all_reduce %{{.*}} over ["pp"] : tensor<f32>
 // STEP-NEXT: %[[GEMB:.*]] = dist.all_reduce %[[TIED]] over ["pp"] : tensor<8x4xf32>
-// STEP-NEXT: %[[GW:.*]] = dist.all_reduce %{{.*}} over ["pp"] : tensor<4x4x4xf32>
-// STEP-NEXT: train.output loss(%[[LOSS]] : tensor<f32>) grads(%[[GEMB]], %[[GW]] :
+// STEP-NEXT: train.output loss(%[[LOSS]] : tensor<f32>) grads(%[[GEMB]], %[[GW0]], %[[GW1]] : tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>)
 
 // The whole pipeline proves the rank program: one representative per stage
 // (a send, a receive, and the stages' gradients and loss reduced over pp in

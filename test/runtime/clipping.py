@@ -10,8 +10,8 @@ matches the single-rank run of the same global batch (losses within
 1e-5 + 1e-4 |loss|, final parameters within 1e-4 relative), and each rank
 program computes the norm from the gradient blocks it holds: no operand of
 `train.sum_squares` is gathered, and the square root reads one scalar
-all-reduce over the axes that split gradients, or none where no axis
-does."""
+all-reduce over the axes that split gradients (pp, where each stage holds
+its own parameters' gradients), or none where no axis does."""
 
 import argparse
 import json
@@ -164,11 +164,11 @@ check_norm("dp=2", program, [])
 compare("dp=2", run("dp2", exe, 2), reference)
 
 exe, program = build("pp2", clipped, ["--mesh", "pp=2", "--micro-batches=2"])
-check_norm("pp=2 M=2", program, [])
+check_norm("pp=2 M=2", program, ["pp"])
 compare("pp=2 M=2", run("pp2", exe, 2), reference_m2)
 
 exe, program = build("pp2tp2", clipped, ["--mesh", "pp=2,tp=2", "--micro-batches=2"])
-check_norm("pp=2 x tp=2 M=2", program, ["tp"])
+check_norm("pp=2 x tp=2 M=2", program, ["tp", "pp"])
 compare("pp=2 x tp=2 M=2", run("pp2tp2", exe, 4), reference_m2)
 
 print(f"{failed} failed")

@@ -89,6 +89,19 @@ typedef struct loomrt_tensor_desc {
      --export work on the whole tensor's element indices. */
   int64_t global_shape;
   int64_t shard_groups;
+  /* A parameter that holds one pipeline stage's part of a stacked tensor:
+     the whole tensor's name (NULL for a tensor that is no part), shape id
+     and the shape id of the part's offsets in it. Initialization,
+     --init-from and --export use the whole tensor's name and indices. */
+  const char *part_of;
+  int64_t part_whole;
+  int64_t part_offsets;
+  /* The ranks that hold the tensor: every rank when `held_axis` is -1,
+     else those whose coordinate c on mesh axis `held_axis` has bit c of
+     `held_mask` set (a pipeline stage's parameters and optimizer state
+     live on its ranks only). The others allocate nothing for it. */
+  int32_t held_axis;
+  int64_t held_mask;
 } loomrt_tensor_desc;
 
 typedef struct loomrt_function {

@@ -164,3 +164,41 @@ train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 2, "stage" = 2 : pipel
   %loss = train.reduce sum %x dims [0, 1] : tensor<2x4xf32>
   train.output loss(%loss : tensor<f32>)
 }
+
+// -----
+
+// A stage's part of a stacked parameter lies inside the whole tensor.
+train.model @m {
+  // expected-error @+1 {{'train.param' op attribute 'dist.part' puts a part of 'tensor<3x4xf32>' at offsets [2, 0] outside the whole tensor [4, 4]}}
+  %w = train.param "w[2:5]" init(#train.init<normal, 0.1>) {dist.part = #dist.part<of = "w", whole = [4, 4], offsets = [2, 0]>} : tensor<3x4xf32>
+  %loss = train.reduce sum %w dims [0, 1] : tensor<3x4xf32>
+  train.output loss(%loss : tensor<f32>)
+}
+
+// -----
+
+train.model @m {
+  // expected-error @+1 {{'train.param' op attribute 'dist.part' must have one entry per dimension of 'tensor<2x4xf32>'}}
+  %w = train.param "w[0:2]" init(#train.init<normal, 0.1>) {dist.part = #dist.part<of = "w", whole = [4, 4, 4], offsets = [0, 0, 0]>} : tensor<2x4xf32>
+  %loss = train.reduce sum %w dims [0, 1] : tensor<2x4xf32>
+  train.output loss(%loss : tensor<f32>)
+}
+
+// -----
+
+train.model @m {
+  // expected-error @+1 {{needs one offset per dimension of the whole tensor, got 1 for 2}}
+  %w = train.param "w[0:2]" init(#train.init<normal, 0.1>) {dist.part = #dist.part<of = "w", whole = [4, 4], offsets = [0]>} : tensor<2x4xf32>
+  %loss = train.reduce sum %w dims [0, 1] : tensor<2x4xf32>
+  train.output loss(%loss : tensor<f32>)
+}
+
+// -----
+
+// The part's extent is the whole of its blocks where it is stored as
+// blocks: rows [2, 4) of the stacked tensor, split over tp.
+train.model @m {
+  %w = train.param "w[2:4]" init(#train.init<normal, 0.1>) {dist.part = #dist.part<of = "w", whole = [4, 4], offsets = [2, 0]>, dist.global_shape = array<i64: 2, 4>, dist.shard_groups = array<i64: 0, 1>} : tensor<2x2xf32>
+  %loss = train.reduce sum %w dims [0, 1] : tensor<2x2xf32>
+  train.output loss(%loss : tensor<f32>)
+}

@@ -3,48 +3,44 @@
 module {
   train.model @chain attributes {dist.mesh = #dist.mesh<["pp" = 2]>, dist.pipeline = #dist.pipeline<ranks = 2, virtual_stages = 1, unit_costs = [1440, 2560, 2560, 2560, 2560, 6000], stage_costs = [9120, 8560], bottleneck = 9120>, optimizer = #train.sgd<>, schedule = #train.schedule<lr = 1.000000e-01>} {
     %0 = train.param "emb" init(<normal, 1.000000e-01>) {dist.stages = array<i64: 0, 1>} : tensor<8x4xf32>
-    %1 = train.param "w" init(<normal, 1.000000e-01>) {dist.stages = array<i64: 0, 1>} : tensor<4x4x4xf32>
-    %2 = train.input "tokens" : tensor<2xi32>
-    %3 = train.input "labels" : tensor<2xi32>
-    %4 = train.embedding %0, %2 {dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<2xi32>
-    %5 = train.slice %1 offsets [0, 0, 0] sizes [3, 4, 4] {dist.stage = 0 : i64} : tensor<4x4x4xf32>
-    %carry_results, %stacked_results = train.repeat 3 saving_carries carry(%4 : tensor<2x4xf32>) stacked(%5 : tensor<3x4x4xf32>) : (tensor<2x4xf32>) stacked(tensor<3x2x4xf32>) attributes {dist.stage = 0 : i64} {
+    %1 = train.param "w[0:3]" init(<normal, 1.000000e-01>) {dist.part = #dist.part<of = "w", whole = [4, 4, 4], offsets = [0, 0, 0]>, dist.stages = array<i64: 0>} : tensor<3x4x4xf32>
+    %2 = train.param "w[3:4]" init(<normal, 1.000000e-01>) {dist.part = #dist.part<of = "w", whole = [4, 4, 4], offsets = [3, 0, 0]>, dist.stages = array<i64: 1>} : tensor<1x4x4xf32>
+    %3 = train.input "tokens" : tensor<2xi32>
+    %4 = train.input "labels" : tensor<2xi32>
+    %5 = train.embedding %0, %3 {dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<2xi32>
+    %carry_results, %stacked_results = train.repeat 3 saving_carries carry(%5 : tensor<2x4xf32>) stacked(%1 : tensor<3x4x4xf32>) : (tensor<2x4xf32>) stacked(tensor<3x2x4xf32>) attributes {dist.stage = 0 : i64} {
     ^bb0(%arg0: index, %arg1: tensor<2x4xf32>, %arg2: tensor<4x4xf32>):
-      %17 = train.matmul %arg1, %arg2 : tensor<2x4xf32>, tensor<4x4xf32>
-      train.yield carry(%17 : tensor<2x4xf32>) stacked(%arg1 : tensor<2x4xf32>)
+      %13 = train.matmul %arg1, %arg2 : tensor<2x4xf32>, tensor<4x4xf32>
+      train.yield carry(%13 : tensor<2x4xf32>) stacked(%arg1 : tensor<2x4xf32>)
     }
-    %6 = train.slice %1 offsets [3, 0, 0] sizes [1, 4, 4] {dist.stage = 1 : i64} : tensor<4x4x4xf32>
-    %carry_results_0, %stacked_results_1 = train.repeat 1 saving_carries carry(%carry_results : tensor<2x4xf32>) stacked(%6 : tensor<1x4x4xf32>) : (tensor<2x4xf32>) stacked(tensor<1x2x4xf32>) attributes {dist.stage = 1 : i64} {
+    %carry_results_0, %stacked_results_1 = train.repeat 1 saving_carries carry(%carry_results : tensor<2x4xf32>) stacked(%2 : tensor<1x4x4xf32>) : (tensor<2x4xf32>) stacked(tensor<1x2x4xf32>) attributes {dist.stage = 1 : i64} {
     ^bb0(%arg0: index, %arg1: tensor<2x4xf32>, %arg2: tensor<4x4xf32>):
-      %17 = train.matmul %arg1, %arg2 : tensor<2x4xf32>, tensor<4x4xf32>
-      train.yield carry(%17 : tensor<2x4xf32>) stacked(%arg1 : tensor<2x4xf32>)
+      %13 = train.matmul %arg1, %arg2 : tensor<2x4xf32>, tensor<4x4xf32>
+      train.yield carry(%13 : tensor<2x4xf32>) stacked(%arg1 : tensor<2x4xf32>)
     }
-    %7 = train.matmul %carry_results_0, %0 transpose_rhs {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<8x4xf32>
-    %8 = train.cross_entropy %7, %3 {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<2xi32>
+    %6 = train.matmul %carry_results_0, %0 transpose_rhs {dist.stage = 1 : i64} : tensor<2x4xf32>, tensor<8x4xf32>
+    %7 = train.cross_entropy %6, %4 {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<2xi32>
     %cst = arith.constant dense<1.000000e+00> : tensor<f32>
-    %9 = train.cross_entropy_grad %7, %3, %cst {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<2xi32>
-    %10 = train.matmul %9, %0 {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<8x4xf32>
-    %11 = train.matmul %9, %carry_results_0 transpose_lhs {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<2x4xf32>
-    %carry_results_2, %stacked_results_3 = train.repeat 1 reverse carry(%10 : tensor<2x4xf32>) stacked(%stacked_results_1, %6 : tensor<1x2x4xf32>, tensor<1x4x4xf32>) : (tensor<2x4xf32>) stacked(tensor<1x4x4xf32>) attributes {dist.stage = 1 : i64} {
+    %8 = train.cross_entropy_grad %6, %4, %cst {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<2xi32>
+    %9 = train.matmul %8, %0 {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<8x4xf32>
+    %10 = train.matmul %8, %carry_results_0 transpose_lhs {dist.stage = 1 : i64} : tensor<2x8xf32>, tensor<2x4xf32>
+    %carry_results_2, %stacked_results_3 = train.repeat 1 reverse carry(%9 : tensor<2x4xf32>) stacked(%stacked_results_1, %2 : tensor<1x2x4xf32>, tensor<1x4x4xf32>) : (tensor<2x4xf32>) stacked(tensor<1x4x4xf32>) attributes {dist.stage = 1 : i64} {
     ^bb0(%arg0: index, %arg1: tensor<2x4xf32>, %arg2: tensor<2x4xf32>, %arg3: tensor<4x4xf32>):
-      %17 = train.matmul %arg2, %arg3 : tensor<2x4xf32>, tensor<4x4xf32>
-      %18 = train.matmul %arg1, %arg3 transpose_rhs : tensor<2x4xf32>, tensor<4x4xf32>
-      %19 = train.matmul %arg2, %arg1 transpose_lhs : tensor<2x4xf32>, tensor<2x4xf32>
-      train.yield carry(%18 : tensor<2x4xf32>) stacked(%19 : tensor<4x4xf32>)
+      %13 = train.matmul %arg2, %arg3 : tensor<2x4xf32>, tensor<4x4xf32>
+      %14 = train.matmul %arg1, %arg3 transpose_rhs : tensor<2x4xf32>, tensor<4x4xf32>
+      %15 = train.matmul %arg2, %arg1 transpose_lhs : tensor<2x4xf32>, tensor<2x4xf32>
+      train.yield carry(%14 : tensor<2x4xf32>) stacked(%15 : tensor<4x4xf32>)
     }
-    %12 = train.pad %stacked_results_3 low [3, 0, 0] high [0, 0, 0] {dist.stage = 1 : i64} : tensor<1x4x4xf32>
-    %carry_results_4, %stacked_results_5 = train.repeat 3 reverse carry(%carry_results_2 : tensor<2x4xf32>) stacked(%stacked_results, %5 : tensor<3x2x4xf32>, tensor<3x4x4xf32>) : (tensor<2x4xf32>) stacked(tensor<3x4x4xf32>) attributes {dist.stage = 0 : i64} {
+    %carry_results_4, %stacked_results_5 = train.repeat 3 reverse carry(%carry_results_2 : tensor<2x4xf32>) stacked(%stacked_results, %1 : tensor<3x2x4xf32>, tensor<3x4x4xf32>) : (tensor<2x4xf32>) stacked(tensor<3x4x4xf32>) attributes {dist.stage = 0 : i64} {
     ^bb0(%arg0: index, %arg1: tensor<2x4xf32>, %arg2: tensor<2x4xf32>, %arg3: tensor<4x4xf32>):
-      %17 = train.matmul %arg2, %arg3 : tensor<2x4xf32>, tensor<4x4xf32>
-      %18 = train.matmul %arg1, %arg3 transpose_rhs : tensor<2x4xf32>, tensor<4x4xf32>
-      %19 = train.matmul %arg2, %arg1 transpose_lhs : tensor<2x4xf32>, tensor<2x4xf32>
-      train.yield carry(%18 : tensor<2x4xf32>) stacked(%19 : tensor<4x4xf32>)
+      %13 = train.matmul %arg2, %arg3 : tensor<2x4xf32>, tensor<4x4xf32>
+      %14 = train.matmul %arg1, %arg3 transpose_rhs : tensor<2x4xf32>, tensor<4x4xf32>
+      %15 = train.matmul %arg2, %arg1 transpose_lhs : tensor<2x4xf32>, tensor<2x4xf32>
+      train.yield carry(%14 : tensor<2x4xf32>) stacked(%15 : tensor<4x4xf32>)
     }
-    %13 = train.pad %stacked_results_5 low [0, 0, 0] high [1, 0, 0] {dist.stage = 0 : i64} : tensor<3x4x4xf32>
-    %14 = train.add %12, %13 : tensor<4x4x4xf32>, tensor<4x4x4xf32>
-    %15 = train.embedding_grad %2, %carry_results_4 {dist.stage = 0 : i64} : tensor<2xi32>, tensor<2x4xf32> -> tensor<8x4xf32>
-    %16 = train.add %11, %15 : tensor<8x4xf32>, tensor<8x4xf32>
-    train.output loss(%8 : tensor<f32>) grads(%16, %14 : tensor<8x4xf32>, tensor<4x4x4xf32>)
+    %11 = train.embedding_grad %3, %carry_results_4 {dist.stage = 0 : i64} : tensor<2xi32>, tensor<2x4xf32> -> tensor<8x4xf32>
+    %12 = train.add %10, %11 : tensor<8x4xf32>, tensor<8x4xf32>
+    train.output loss(%7 : tensor<f32>) grads(%12, %stacked_results_5, %stacked_results_3 : tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>)
   }
 }
 

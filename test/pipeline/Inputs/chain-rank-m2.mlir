@@ -3,110 +3,107 @@
 module {
   train.model @chain attributes {dist.mesh = #dist.mesh<["pp" = 2]>, dist.pipeline = #dist.pipeline<ranks = 2, virtual_stages = 1, unit_costs = [1440, 2560, 2560, 2560, 2560, 6000], stage_costs = [9120, 8560], bottleneck = 9120>, dist.schedule = "0F0.0,0F1.1,0B0.0,0B1.1\0A1F0.0,1B0.0,1F1.0,1B1.0\0A", dist.schedule_slots = 2 : i64, dist.verified = #dist.verified<simulated = 2, ranks = 2, class_axes = ["pp"], ops = 5>, optimizer = #train.sgd<>, schedule = #train.schedule<lr = 1.000000e-01>} {
     %0 = train.param "emb" init(<normal, 1.000000e-01>) {dist.stages = array<i64: 0, 1>} : tensor<8x4xf32>
-    %1 = train.param "w" init(<normal, 1.000000e-01>) {dist.stages = array<i64: 0, 1>} : tensor<4x4x4xf32>
-    %2 = train.input "tokens" : tensor<2xi32>
-    %3 = train.input "labels" : tensor<2xi32>
+    %1 = train.param "w[0:3]" init(<normal, 1.000000e-01>) {dist.part = #dist.part<of = "w", whole = [4, 4, 4], offsets = [0, 0, 0]>, dist.stages = array<i64: 0>} : tensor<3x4x4xf32>
+    %2 = train.param "w[3:4]" init(<normal, 1.000000e-01>) {dist.part = #dist.part<of = "w", whole = [4, 4, 4], offsets = [3, 0, 0]>, dist.stages = array<i64: 1>} : tensor<1x4x4xf32>
+    %3 = train.input "tokens" : tensor<2xi32>
+    %4 = train.input "labels" : tensor<2xi32>
     %cst = arith.constant dense<0.000000e+00> : tensor<f32>
-    %4 = train.reshape %2 : tensor<2xi32> -> tensor<2x1xi32>
     %5 = train.reshape %3 : tensor<2xi32> -> tensor<2x1xi32>
-    %6 = train.label_count %3 : tensor<2xi32>
-    %carry_results, %stacked_results:2 = train.repeat 2 saving_carries carry(%cst : tensor<f32>) stacked(%4, %5 : tensor<2x1xi32>, tensor<2x1xi32>) invariant(%0, %1, %6 : tensor<8x4xf32>, tensor<4x4x4xf32>, tensor<f32>) : (tensor<f32>) stacked(tensor<2x1x4xf32>, tensor<2xf32>) {
-    ^bb0(%arg0: index, %arg1: tensor<f32>, %arg2: tensor<1xi32>, %arg3: tensor<1xi32>, %arg4: tensor<8x4xf32>, %arg5: tensor<4x4x4xf32>, %arg6: tensor<f32>):
-      %17 = train.embedding %arg4, %arg2 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<1xi32>
-      %18 = train.slice %arg5 offsets [0, 0, 0] sizes [3, 4, 4] {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<4x4x4xf32>
-      %carry_results_9 = train.repeat 3 carry(%17 : tensor<1x4xf32>) stacked(%18 : tensor<3x4x4xf32>) : (tensor<1x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
-      ^bb0(%arg7: index, %arg8: tensor<1x4xf32>, %arg9: tensor<4x4xf32>):
-        %27 = train.matmul %arg8, %arg9 : tensor<1x4xf32>, tensor<4x4xf32>
-        train.yield carry(%27 : tensor<1x4xf32>)
+    %6 = train.reshape %4 : tensor<2xi32> -> tensor<2x1xi32>
+    %7 = train.label_count %4 : tensor<2xi32>
+    %carry_results, %stacked_results:2 = train.repeat 2 saving_carries carry(%cst : tensor<f32>) stacked(%5, %6 : tensor<2x1xi32>, tensor<2x1xi32>) invariant(%0, %1, %2, %7 : tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>, tensor<f32>) : (tensor<f32>) stacked(tensor<2x1x4xf32>, tensor<2xf32>) {
+    ^bb0(%arg0: index, %arg1: tensor<f32>, %arg2: tensor<1xi32>, %arg3: tensor<1xi32>, %arg4: tensor<8x4xf32>, %arg5: tensor<3x4x4xf32>, %arg6: tensor<1x4x4xf32>, %arg7: tensor<f32>):
+      %16 = train.embedding %arg4, %arg2 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<1xi32>
+      %carry_results_11 = train.repeat 3 carry(%16 : tensor<1x4xf32>) stacked(%arg5 : tensor<3x4x4xf32>) : (tensor<1x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
+      ^bb0(%arg8: index, %arg9: tensor<1x4xf32>, %arg10: tensor<4x4xf32>):
+        %24 = train.matmul %arg9, %arg10 : tensor<1x4xf32>, tensor<4x4xf32>
+        train.yield carry(%24 : tensor<1x4xf32>)
       }
-      dist.send %carry_results_9 to "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1x4xf32>
-      %19 = dist.recv from "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>
-      %20 = train.slice %arg5 offsets [3, 0, 0] sizes [1, 4, 4] {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<4x4x4xf32>
-      %carry_results_10 = train.repeat 1 carry(%19 : tensor<1x4xf32>) stacked(%20 : tensor<1x4x4xf32>) : (tensor<1x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
-      ^bb0(%arg7: index, %arg8: tensor<1x4xf32>, %arg9: tensor<4x4xf32>):
-        %27 = train.matmul %arg8, %arg9 : tensor<1x4xf32>, tensor<4x4xf32>
-        train.yield carry(%27 : tensor<1x4xf32>)
+      dist.send %carry_results_11 to "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1x4xf32>
+      %17 = dist.recv from "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>
+      %carry_results_12 = train.repeat 1 carry(%17 : tensor<1x4xf32>) stacked(%arg6 : tensor<1x4x4xf32>) : (tensor<1x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
+      ^bb0(%arg8: index, %arg9: tensor<1x4xf32>, %arg10: tensor<4x4xf32>):
+        %24 = train.matmul %arg9, %arg10 : tensor<1x4xf32>, tensor<4x4xf32>
+        train.yield carry(%24 : tensor<1x4xf32>)
       }
-      %21 = train.matmul %carry_results_10, %arg4 transpose_rhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>, tensor<8x4xf32>
-      %22 = train.cross_entropy %21, %arg3 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
-      %23 = train.label_count %arg3 : tensor<1xi32>
-      %24 = train.div %23, %arg6 : tensor<f32>, tensor<f32>
-      %25 = train.mul %22, %24 : tensor<f32>, tensor<f32>
-      %26 = train.add %arg1, %25 : tensor<f32>, tensor<f32>
-      train.yield carry(%26 : tensor<f32>) stacked(%19, %arg1 : tensor<1x4xf32>, tensor<f32>)
+      %18 = train.matmul %carry_results_12, %arg4 transpose_rhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>, tensor<8x4xf32>
+      %19 = train.cross_entropy %18, %arg3 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
+      %20 = train.label_count %arg3 : tensor<1xi32>
+      %21 = train.div %20, %arg7 : tensor<f32>, tensor<f32>
+      %22 = train.mul %19, %21 : tensor<f32>, tensor<f32>
+      %23 = train.add %arg1, %22 : tensor<f32>, tensor<f32>
+      train.yield carry(%23 : tensor<f32>) stacked(%17, %arg1 : tensor<1x4xf32>, tensor<f32>)
     }
     %cst_0 = arith.constant dense<1.000000e+00> : tensor<f32>
     %cst_1 = arith.constant dense<0.000000e+00> : tensor<8x4xf32>
-    %cst_2 = arith.constant dense<0.000000e+00> : tensor<4x4x4xf32>
-    %cst_3 = arith.constant dense<0.000000e+00> : tensor<8x4xf32>
+    %cst_2 = arith.constant dense<0.000000e+00> : tensor<3x4x4xf32>
+    %cst_3 = arith.constant dense<0.000000e+00> : tensor<1x4x4xf32>
     %cst_4 = arith.constant dense<0.000000e+00> : tensor<8x4xf32>
-    %cst_5 = arith.constant dense<0.000000e+00> : tensor<1x4x4xf32>
+    %cst_5 = arith.constant dense<0.000000e+00> : tensor<8x4xf32>
     %cst_6 = arith.constant dense<0.000000e+00> : tensor<3x4x4xf32>
-    %carry_results_7:5 = train.repeat 2 reverse carry(%cst_0, %cst_3, %cst_4, %cst_5, %cst_6 : tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<1x4x4xf32>, tensor<3x4x4xf32>) stacked(%stacked_results#1, %4, %5, %stacked_results#0 : tensor<2xf32>, tensor<2x1xi32>, tensor<2x1xi32>, tensor<2x1x4xf32>) invariant(%0, %1, %6 : tensor<8x4xf32>, tensor<4x4x4xf32>, tensor<f32>) : (tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<1x4x4xf32>, tensor<3x4x4xf32>) {
-    ^bb0(%arg0: index, %arg1: tensor<f32>, %arg2: tensor<8x4xf32>, %arg3: tensor<8x4xf32>, %arg4: tensor<1x4x4xf32>, %arg5: tensor<3x4x4xf32>, %arg6: tensor<f32>, %arg7: tensor<1xi32>, %arg8: tensor<1xi32>, %arg9: tensor<1x4xf32>, %arg10: tensor<8x4xf32>, %arg11: tensor<4x4x4xf32>, %arg12: tensor<f32>):
-      %17 = train.embedding %arg10, %arg7 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<1xi32>
-      %18 = train.slice %arg11 offsets [0, 0, 0] sizes [3, 4, 4] {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<4x4x4xf32>
-      %carry_results_9, %stacked_results_10 = train.repeat 3 saving_carries carry(%17 : tensor<1x4xf32>) stacked(%18 : tensor<3x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<3x1x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
-      ^bb0(%arg13: index, %arg14: tensor<1x4xf32>, %arg15: tensor<4x4xf32>):
-        %40 = train.matmul %arg14, %arg15 : tensor<1x4xf32>, tensor<4x4xf32>
-        train.yield carry(%40 : tensor<1x4xf32>) stacked(%arg14 : tensor<1x4xf32>)
+    %cst_7 = arith.constant dense<0.000000e+00> : tensor<1x4x4xf32>
+    %carry_results_8:5 = train.repeat 2 reverse carry(%cst_0, %cst_4, %cst_5, %cst_6, %cst_7 : tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>) stacked(%stacked_results#1, %5, %6, %stacked_results#0 : tensor<2xf32>, tensor<2x1xi32>, tensor<2x1xi32>, tensor<2x1x4xf32>) invariant(%0, %1, %2, %7 : tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>, tensor<f32>) : (tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>) {
+    ^bb0(%arg0: index, %arg1: tensor<f32>, %arg2: tensor<8x4xf32>, %arg3: tensor<8x4xf32>, %arg4: tensor<3x4x4xf32>, %arg5: tensor<1x4x4xf32>, %arg6: tensor<f32>, %arg7: tensor<1xi32>, %arg8: tensor<1xi32>, %arg9: tensor<1x4xf32>, %arg10: tensor<8x4xf32>, %arg11: tensor<3x4x4xf32>, %arg12: tensor<1x4x4xf32>, %arg13: tensor<f32>):
+      %16 = train.embedding %arg10, %arg7 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<1xi32>
+      %carry_results_11, %stacked_results_12 = train.repeat 3 saving_carries carry(%16 : tensor<1x4xf32>) stacked(%arg11 : tensor<3x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<3x1x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
+      ^bb0(%arg14: index, %arg15: tensor<1x4xf32>, %arg16: tensor<4x4xf32>):
+        %37 = train.matmul %arg15, %arg16 : tensor<1x4xf32>, tensor<4x4xf32>
+        train.yield carry(%37 : tensor<1x4xf32>) stacked(%arg15 : tensor<1x4xf32>)
       }
-      %19 = train.slice %arg11 offsets [3, 0, 0] sizes [1, 4, 4] {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<4x4x4xf32>
-      %carry_results_11, %stacked_results_12 = train.repeat 1 saving_carries carry(%arg9 : tensor<1x4xf32>) stacked(%19 : tensor<1x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<1x1x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
-      ^bb0(%arg13: index, %arg14: tensor<1x4xf32>, %arg15: tensor<4x4xf32>):
-        %40 = train.matmul %arg14, %arg15 : tensor<1x4xf32>, tensor<4x4xf32>
-        train.yield carry(%40 : tensor<1x4xf32>) stacked(%arg14 : tensor<1x4xf32>)
+      %carry_results_13, %stacked_results_14 = train.repeat 1 saving_carries carry(%arg9 : tensor<1x4xf32>) stacked(%arg12 : tensor<1x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<1x1x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
+      ^bb0(%arg14: index, %arg15: tensor<1x4xf32>, %arg16: tensor<4x4xf32>):
+        %37 = train.matmul %arg15, %arg16 : tensor<1x4xf32>, tensor<4x4xf32>
+        train.yield carry(%37 : tensor<1x4xf32>) stacked(%arg15 : tensor<1x4xf32>)
       }
-      %20 = train.matmul %carry_results_11, %arg10 transpose_rhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>, tensor<8x4xf32>
-      %21 = train.cross_entropy %20, %arg8 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
-      %22 = train.label_count %arg8 : tensor<1xi32>
-      %23 = train.div %22, %arg12 : tensor<f32>, tensor<f32>
-      %24 = train.mul %21, %23 : tensor<f32>, tensor<f32>
-      %25 = train.add %arg6, %24 : tensor<f32>, tensor<f32>
-      %26 = train.mul %arg1, %23 : tensor<f32>, tensor<f32>
-      %27 = train.mul %arg1, %21 : tensor<f32>, tensor<f32>
-      %28 = train.mul %27, %23 : tensor<f32>, tensor<f32>
-      %29 = train.div %28, %arg12 : tensor<f32>, tensor<f32>
-      %30 = train.scale %29 by -1.000000e+00 : tensor<f32>
-      %31 = train.cross_entropy_grad %20, %arg8, %26 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
-      %32 = train.matmul %31, %arg10 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<8x4xf32>
-      %33 = train.matmul %31, %carry_results_11 transpose_lhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1x4xf32>
-      %carry_results_13, %stacked_results_14 = train.repeat 1 reverse carry(%32 : tensor<1x4xf32>) stacked(%stacked_results_12, %19 : tensor<1x1x4xf32>, tensor<1x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<1x4x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
-      ^bb0(%arg13: index, %arg14: tensor<1x4xf32>, %arg15: tensor<1x4xf32>, %arg16: tensor<4x4xf32>):
-        %40 = train.matmul %arg15, %arg16 : tensor<1x4xf32>, tensor<4x4xf32>
-        %41 = train.matmul %arg14, %arg16 transpose_rhs : tensor<1x4xf32>, tensor<4x4xf32>
-        %42 = train.matmul %arg15, %arg14 transpose_lhs : tensor<1x4xf32>, tensor<1x4xf32>
-        train.yield carry(%41 : tensor<1x4xf32>) stacked(%42 : tensor<4x4xf32>)
+      %17 = train.matmul %carry_results_13, %arg10 transpose_rhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>, tensor<8x4xf32>
+      %18 = train.cross_entropy %17, %arg8 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
+      %19 = train.label_count %arg8 : tensor<1xi32>
+      %20 = train.div %19, %arg13 : tensor<f32>, tensor<f32>
+      %21 = train.mul %18, %20 : tensor<f32>, tensor<f32>
+      %22 = train.add %arg6, %21 : tensor<f32>, tensor<f32>
+      %23 = train.mul %arg1, %20 : tensor<f32>, tensor<f32>
+      %24 = train.mul %arg1, %18 : tensor<f32>, tensor<f32>
+      %25 = train.mul %24, %20 : tensor<f32>, tensor<f32>
+      %26 = train.div %25, %arg13 : tensor<f32>, tensor<f32>
+      %27 = train.scale %26 by -1.000000e+00 : tensor<f32>
+      %28 = train.cross_entropy_grad %17, %arg8, %23 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
+      %29 = train.matmul %28, %arg10 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<8x4xf32>
+      %30 = train.matmul %28, %carry_results_13 transpose_lhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1x4xf32>
+      %carry_results_15, %stacked_results_16 = train.repeat 1 reverse carry(%29 : tensor<1x4xf32>) stacked(%stacked_results_14, %arg12 : tensor<1x1x4xf32>, tensor<1x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<1x4x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
+      ^bb0(%arg14: index, %arg15: tensor<1x4xf32>, %arg16: tensor<1x4xf32>, %arg17: tensor<4x4xf32>):
+        %37 = train.matmul %arg16, %arg17 : tensor<1x4xf32>, tensor<4x4xf32>
+        %38 = train.matmul %arg15, %arg17 transpose_rhs : tensor<1x4xf32>, tensor<4x4xf32>
+        %39 = train.matmul %arg16, %arg15 transpose_lhs : tensor<1x4xf32>, tensor<1x4xf32>
+        train.yield carry(%38 : tensor<1x4xf32>) stacked(%39 : tensor<4x4xf32>)
       }
-      dist.send %carry_results_13 to "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>
-      %34 = dist.recv from "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1x4xf32>
-      %carry_results_15, %stacked_results_16 = train.repeat 3 reverse carry(%34 : tensor<1x4xf32>) stacked(%stacked_results_10, %18 : tensor<3x1x4xf32>, tensor<3x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<3x4x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
-      ^bb0(%arg13: index, %arg14: tensor<1x4xf32>, %arg15: tensor<1x4xf32>, %arg16: tensor<4x4xf32>):
-        %40 = train.matmul %arg15, %arg16 : tensor<1x4xf32>, tensor<4x4xf32>
-        %41 = train.matmul %arg14, %arg16 transpose_rhs : tensor<1x4xf32>, tensor<4x4xf32>
-        %42 = train.matmul %arg15, %arg14 transpose_lhs : tensor<1x4xf32>, tensor<1x4xf32>
-        train.yield carry(%41 : tensor<1x4xf32>) stacked(%42 : tensor<4x4xf32>)
+      dist.send %carry_results_15 to "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>
+      %31 = dist.recv from "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1x4xf32>
+      %carry_results_17, %stacked_results_18 = train.repeat 3 reverse carry(%31 : tensor<1x4xf32>) stacked(%stacked_results_12, %arg11 : tensor<3x1x4xf32>, tensor<3x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<3x4x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
+      ^bb0(%arg14: index, %arg15: tensor<1x4xf32>, %arg16: tensor<1x4xf32>, %arg17: tensor<4x4xf32>):
+        %37 = train.matmul %arg16, %arg17 : tensor<1x4xf32>, tensor<4x4xf32>
+        %38 = train.matmul %arg15, %arg17 transpose_rhs : tensor<1x4xf32>, tensor<4x4xf32>
+        %39 = train.matmul %arg16, %arg15 transpose_lhs : tensor<1x4xf32>, tensor<1x4xf32>
+        train.yield carry(%38 : tensor<1x4xf32>) stacked(%39 : tensor<4x4xf32>)
       }
-      %35 = train.embedding_grad %arg7, %carry_results_15 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1xi32>, tensor<1x4xf32> -> tensor<8x4xf32>
-      %36 = train.add %arg2, %33 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<8x4xf32>, tensor<8x4xf32>
-      %37 = train.add %arg3, %35 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<8x4xf32>
-      %38 = train.add %arg4, %stacked_results_14 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>, tensor<1x4x4xf32>
-      %39 = train.add %arg5, %stacked_results_16 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>, tensor<3x4x4xf32>
-      train.yield carry(%arg1, %36, %37, %38, %39 : tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<1x4x4xf32>, tensor<3x4x4xf32>)
+      %32 = train.embedding_grad %arg7, %carry_results_17 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1xi32>, tensor<1x4xf32> -> tensor<8x4xf32>
+      %33 = train.add %arg2, %30 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<8x4xf32>, tensor<8x4xf32>
+      %34 = train.add %arg3, %32 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<8x4xf32>
+      %35 = train.add %arg4, %stacked_results_18 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>, tensor<3x4x4xf32>
+      %36 = train.add %arg5, %stacked_results_16 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>, tensor<1x4x4xf32>
+      train.yield carry(%arg1, %33, %34, %35, %36 : tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>)
     }
-    %7 = train.add %cst_1, %carry_results_7#1 : tensor<8x4xf32>, tensor<8x4xf32>
-    %8 = train.add %7, %carry_results_7#2 : tensor<8x4xf32>, tensor<8x4xf32>
-    %9 = train.pad %carry_results_7#3 low [3, 0, 0] high [0, 0, 0] : tensor<1x4x4xf32>
-    %10 = train.add %cst_2, %9 : tensor<4x4x4xf32>, tensor<4x4x4xf32>
-    %11 = train.pad %carry_results_7#4 low [0, 0, 0] high [1, 0, 0] : tensor<3x4x4xf32>
-    %12 = train.add %10, %11 : tensor<4x4x4xf32>, tensor<4x4x4xf32>
-    %13:3 = dist.all_reduce_start %carry_results, %8, %12 over ["pp"] : tensor<f32>, tensor<8x4xf32>, tensor<4x4x4xf32>
-    %14 = train.iteration : tensor<f32>
-    %15 = train.lr_schedule <lr = 1.000000e-01> at %14
-    %16:3 = dist.wait %13#0, %13#1, %13#2 : tensor<f32>, tensor<8x4xf32>, tensor<4x4x4xf32>
-    %new_param = train.sgd_update <> %0, %16#1 lr(%15) : tensor<8x4xf32>
-    %new_param_8 = train.sgd_update <> %1, %16#2 lr(%15) : tensor<4x4x4xf32>
-    train.output loss(%16#0 : tensor<f32>) updates(%new_param, %new_param_8 : tensor<8x4xf32>, tensor<4x4x4xf32>)
+    %8 = train.add %cst_1, %carry_results_8#1 : tensor<8x4xf32>, tensor<8x4xf32>
+    %9 = train.add %8, %carry_results_8#2 : tensor<8x4xf32>, tensor<8x4xf32>
+    %10:2 = dist.all_reduce_start %carry_results, %9 over ["pp"] : tensor<f32>, tensor<8x4xf32>
+    %11 = train.add %cst_2, %carry_results_8#3 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>, tensor<3x4x4xf32>
+    %12 = train.add %cst_3, %carry_results_8#4 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>, tensor<1x4x4xf32>
+    %13 = train.iteration : tensor<f32>
+    %14 = train.lr_schedule <lr = 1.000000e-01> at %13
+    %15:2 = dist.wait %10#0, %10#1 : tensor<f32>, tensor<8x4xf32>
+    %new_param = train.sgd_update <> %0, %15#1 lr(%14) : tensor<8x4xf32>
+    %new_param_9 = train.sgd_update <> %1, %11 lr(%14) {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>
+    %new_param_10 = train.sgd_update <> %2, %12 lr(%14) {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>
+    train.output loss(%15#0 : tensor<f32>) updates(%new_param, %new_param_9, %new_param_10 : tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>)
   }
 }
 
