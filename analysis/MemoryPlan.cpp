@@ -6,6 +6,7 @@
 #include "dialects/dist/PipelineLoops.h"
 #include "dialects/train/Adjoint.h"
 #include "dialects/train/TrainDialect.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include <algorithm>
 
@@ -114,6 +115,45 @@ struct Planner {
   const DenseMap<Value, int64_t> &persistent;
   PlanFaults faults;
   MemoryPlan plan;
+  llvm::function_ref<bool(Operation *)> runsHere;
+
+  bool here(Operation *op) { return !runsHere || runsHere(op); }
+
+  /// Whether an op that runs here reads `v`, counting a loop's use of it
+  /// as a carry's initial value only where that carry is this rank's.
+  bool neededHere(Value v) {
+    return llvm::any_of(v.getUses(), [&](OpOperand &use) {
+      Operation *user = use.getOwner();
+      if (auto repeat = dyn_cast<RepeatOp>(user);
+          repeat && use.getOperandNumber() < repeat.getCarries().size())
+        return here(repeat) &&
+               heldHere(repeat.getCarryResults()[use.getOperandNumber()]);
+      for (Operation *op = user; op; op = op->getParentOp())
+        if (!here(op))
+          return false;
+      return true;
+    });
+  }
+
+  /// Whether this rank needs result `r` of a loop that runs here: its
+  /// body's op that makes it runs here, or an op that runs here reads it.
+  bool heldHere(OpResult r) {
+    auto repeat = cast<RepeatOp>(r.getOwner());
+    size_t carries = repeat.getCarries().size();
+    unsigned n = r.getResultNumber();
+    YieldOp yield = repeat.getYield();
+    Value inner = n < carries ? yield.getCarries()[n]
+                              : yield.getStacked()[n - carries];
+    Operation *maker = inner.getDefiningOp();
+    if (!maker || here(maker))
+      return true;
+    return llvm::any_of(r.getUsers(), [&](Operation *user) {
+      for (Operation *op = user; op; op = op->getParentOp())
+        if (!here(op))
+          return false;
+      return true;
+    });
+  }
 
   /// Plans `block` with offsets relative to 0; returns its peak. Nested
   /// blocks are planned first and shifted once their base is known.
@@ -151,7 +191,7 @@ struct Planner {
       int64_t last = def;
       for (Operation *user : v.getUsers()) {
         Operation *anc = block.findAncestorOpInBlock(*user);
-        auto it = anc ? index.find(anc) : index.end();
+        auto it = anc && here(anc) ? index.find(anc) : index.end();
         if (it != index.end())
           last = std::max(last, spanned.contains(anc) ? spanEnd : it->second);
       }
@@ -164,6 +204,24 @@ struct Planner {
         continue;
       bool inSpan = spanned.contains(&op);
       int64_t at = inSpan ? spanBegin : it->second;
+      // Another stage's op runs nothing here; what it makes gets bytes only
+      // where something that runs here reads it (zeros).
+      if (!here(&op)) {
+        for (Value r : op.getResults()) {
+          if (!isa<RankedTensorType>(r.getType()) || persistent.count(r))
+            continue;
+          int64_t last = lastUse(r, at);
+          if (last == at && !llvm::any_of(r.getUsers(), [&](Operation *u) {
+                Operation *anc = block.findAncestorOpInBlock(*u);
+                return anc && here(anc);
+              }))
+            continue;
+          intervals.push_back(
+              {alignUp(plannedBytes(r, plan.scheduled)), at, last, 0});
+          intervalOf[r] = intervals.size() - 1;
+        }
+        continue;
+      }
       // A reshape and the wait of an asynchronous collective are their
       // operand's buffer under another name.
       if (isa<ReshapeOp, loom::dist::WaitOp>(op)) {
@@ -205,6 +263,14 @@ struct Planner {
       for (Value r : op.getResults()) {
         if (!isa<RankedTensorType>(r.getType()) || persistent.count(r))
           continue;
+        // A loop's result that another stage's op makes and nothing here
+        // reads (that stage's gradient accumulator, its saved activations)
+        // is not this rank's.
+        if (runsHere && isa<RepeatOp>(op) && !heldHere(cast<OpResult>(r)))
+          continue;
+        // Nor a constant that only starts such a result.
+        if (runsHere && isa<arith::ConstantOp>(op) && !neededHere(r))
+          continue;
         bool release = isa<loom::dist::AllReduceStartOp>(op) &&
                        faults.releaseInFlightAtStart;
         // A spanned loop writes its results (its carries, its stacked
@@ -236,11 +302,19 @@ struct Planner {
 };
 } // namespace
 
-MemoryPlan loom::analysis::planMemory(Block &block,
-                                     const DenseSet<Operation *> &ops,
-                                     const DenseMap<Value, int64_t> &persistent,
-                                     PlanFaults faults) {
-  Planner planner{persistent, faults, MemoryPlan()};
+bool loom::analysis::runsAt(Operation *op, StringAttr axis,
+                            int64_t coordinate) {
+  auto on = loom::dist::attrs(op).getOnAttrHelper().getAttr(op);
+  auto at = on && axis ? dyn_cast_or_null<IntegerAttr>(on.get(axis))
+                       : IntegerAttr();
+  return !at || at.getInt() == coordinate;
+}
+
+MemoryPlan loom::analysis::planMemory(
+    Block &block, const DenseSet<Operation *> &ops,
+    const DenseMap<Value, int64_t> &persistent, PlanFaults faults,
+    llvm::function_ref<bool(Operation *)> runsHere) {
+  Planner planner{persistent, faults, MemoryPlan(), runsHere};
   for (auto [v, t] : persistent)
     planner.plan.placements[v] = {Placement::Persistent, t};
   // A pipeline schedule's micro-batch loops (the forward, its backward

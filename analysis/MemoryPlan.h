@@ -68,11 +68,19 @@ int64_t plannedBytes(mlir::Value v, bool scheduled);
 /// Plans the values defined by `ops` (ops of `block`, in order, with their
 /// nested regions). `persistent` gives the values that live in the tensor
 /// table (parameters, inputs, results updated in place); values that alias
-/// one of them (reshapes) become persistent too.
-MemoryPlan planMemory(mlir::Block &block,
-                      const llvm::DenseSet<mlir::Operation *> &ops,
-                      const llvm::DenseMap<mlir::Value, int64_t> &persistent,
-                      PlanFaults faults = {});
+/// one of them (reshapes) become persistent too. With `runsHere`, the plan
+/// is one rank's: an op it rejects (another pipeline stage's) runs nothing
+/// there, and its results get bytes only where an op that runs there reads
+/// them (zeros).
+MemoryPlan planMemory(
+    mlir::Block &block, const llvm::DenseSet<mlir::Operation *> &ops,
+    const llvm::DenseMap<mlir::Value, int64_t> &persistent,
+    PlanFaults faults = {},
+    llvm::function_ref<bool(mlir::Operation *)> runsHere = nullptr);
+
+/// Whether `op` runs on the ranks whose coordinate on mesh axis `axis` is
+/// `coordinate`: its `dist.on` names another coordinate there, or not.
+bool runsAt(mlir::Operation *op, mlir::StringAttr axis, int64_t coordinate);
 
 /// Checks that no value an op writes while an asynchronous collective is in
 /// flight (after its `dist.all_reduce_start`, before its `dist.wait`) shares

@@ -242,8 +242,6 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
   if (failed(layout))
     return failure();
   Block &body = rank.getBody().front();
-  int64_t arena =
-      planMemory(body, layout->stepOps, layout->stepPersistent).peakBytes;
   // Model states as each pipeline rank stores them (split parameters as
   // blocks; a stage's parameters and optimizer state on its ranks only),
   // and the gradients its updates consume. Without a pipeline, one row.
@@ -281,13 +279,21 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
       if (!c || c.getInt() == r)
         pipelineRanks[size_t(r)].gradientBytes += tensorBytes(grad.getType());
   });
-  // The gradients in the arena are what the updates consume; the arena is
-  // planned for every rank alike, so it holds the most any rank's updates
-  // consume.
-  int64_t gradients = 0;
-  for (const StageStates &s : pipelineRanks)
-    gradients = std::max(gradients, s.gradientBytes);
-  arenaPeakBytes = std::max<int64_t>(arena - gradients, 0);
+  // Each pipeline rank plans its own arena (what its stages run); the
+  // gradients in it are what its updates consume.
+  for (int64_t c = 0; c < pp; ++c) {
+    int64_t arena =
+        pp == 1 ? planMemory(body, layout->stepOps, layout->stepPersistent)
+                      .peakBytes
+                : planMemory(body, layout->stepOps, layout->stepPersistent,
+                             {}, [&](Operation *op) {
+                               return runsAt(op, ppName, c);
+                             })
+                      .peakBytes;
+    StageStates &s = pipelineRanks[size_t(c)];
+    s.activationBytes = std::max<int64_t>(arena - s.gradientBytes, 0);
+  }
+  arenaPeakBytes = pipelineRanks[0].activationBytes;
   activationsFromRankProgram = true;
   parameterBytes = pipelineRanks[0].parameterBytes;
   optimizerStateBytes = pipelineRanks[0].optimizerStateBytes;
@@ -457,6 +463,7 @@ llvm::json::Value Report::toJSON() const {
           {"parameter_elements", s.parameterElements},
           {"gradients", s.gradientBytes},
           {"optimizer_state", s.optimizerStateBytes},
+          {"activations_peak", s.activationBytes},
           {"model_states",
            s.parameterBytes + s.gradientBytes + s.optimizerStateBytes}});
     memory["per_pipeline_rank"] = std::move(perRank);
@@ -560,17 +567,18 @@ void Report::print(llvm::raw_ostream &os) const {
      << "    inputs              " << gigabytes(inputBytes) << "\n"
      << "    total               " << gigabytes(totalBytes()) << "\n";
   if (!pipelineRanks.empty()) {
-    os << "  model states per pipeline rank (each holds its stages' "
-          "parameters, gradients and optimizer state; the rows above are "
+    os << "  per pipeline rank (each holds its stages' parameters, gradients "
+          "and optimizer state, and plans its own arena; the rows above are "
           "rank 0's):\n";
     for (auto [r, s] : llvm::enumerate(pipelineRanks)) {
       int64_t states =
           s.parameterBytes + s.gradientBytes + s.optimizerStateBytes;
       os << "    rank " << r << ": " << s.parameterElements
          << " parameters, " << gigabytes(states)
-         << llvm::format(" (%.4g bytes per own parameter)\n",
+         << llvm::format(" (%.4g bytes per own parameter)",
                          double(states) /
-                             double(std::max<int64_t>(s.parameterElements, 1)));
+                             double(std::max<int64_t>(s.parameterElements, 1)))
+         << ", activations " << gigabytes(s.activationBytes) << "\n";
     }
   }
   if (communication.empty())

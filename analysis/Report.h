@@ -91,6 +91,8 @@ struct Report {
   struct StageStates {
     int64_t parameterBytes = 0, gradientBytes = 0, optimizerStateBytes = 0;
     int64_t parameterElements = 0;
+    /// Its own arena plan less its gradients.
+    int64_t activationBytes = 0;
   };
   std::vector<StageStates> pipelineRanks;
   std::vector<CommLine> communication;

@@ -67,7 +67,13 @@ struct Emitter {
 
   // Per function.
   Value ctx;
+  /// The plan of pipeline rank 0 (of the one rank without a pipeline),
+  /// and with a pipeline each pipeline rank's own (`rankPlans[c]`): a
+  /// rank plans only what its stages run, so an arena offset depends on
+  /// the rank's pipeline coordinate (`pipelineCoordinate`).
   MemoryPlan plan;
+  SmallVector<MemoryPlan> rankPlans;
+  Value pipelineCoordinate;
   DenseMap<Value, Value> buffers;
   DenseMap<int64_t, Value> tensorHandles;
   DenseMap<Value, Value> indices;
@@ -144,13 +150,34 @@ struct Emitter {
     // code after the guard sees them.
     if (predefined.contains(v))
       return buffers.lookup(v);
-    auto it = plan.placements.find(v);
-    if (it == plan.placements.end())
+    // Where each pipeline rank placed it (absent where nothing reads it).
+    SmallVector<std::optional<Placement>> where;
+    for (const MemoryPlan &p : rankPlans) {
+      auto it = p.placements.find(v);
+      where.push_back(it == p.placements.end()
+                          ? std::nullopt
+                          : std::optional<Placement>(it->second));
+    }
+    auto placed = llvm::find_if(where, [](auto &w) { return w.has_value(); });
+    if (placed == where.end())
       return {};
-    Value buf = it->second.kind == Placement::Persistent
-                    ? tensorHandles.lookup(it->second.where)
-                    : call("loomrt_scratch", {ctx, i64(it->second.where)},
-                           {bufType});
+    if ((*placed)->kind == Placement::Persistent) {
+      Value buf = tensorHandles.lookup((*placed)->where);
+      buffers[v] = buf;
+      return buf;
+    }
+    // The arena offset of this rank's plan: a select on the pipeline
+    // coordinate where the ranks' plans differ.
+    auto offsetAt = [&](size_t c) { return where[c] ? where[c]->where : 0; };
+    Value offset = i64(offsetAt(0));
+    for (size_t c = 1; c < where.size(); ++c) {
+      if (offsetAt(c) == offsetAt(0))
+        continue;
+      Value is = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                       pipelineCoordinate, i64(int64_t(c)));
+      offset = arith::SelectOp::create(b, loc(), is, i64(offsetAt(c)), offset);
+    }
+    Value buf = call("loomrt_scratch", {ctx, offset}, {bufType});
     buffers[v] = buf;
     return buf;
   }
@@ -374,10 +401,34 @@ struct Emitter {
       return failure();
     for (Value r : repeat.getResults())
       defineBuffer(r);
+    // A carry starts where this rank holds it (not another stage's).
     for (auto [init, result] :
          llvm::zip(repeat.getCarries(), repeat.getCarryResults()))
-      copy(bufferOf(result), bufferOf(init), init.getType());
+      emitWhen(placedHere(result), [&, init = init, result = result] {
+        copy(bufferOf(result), bufferOf(init), init.getType());
+      });
     return success();
+  }
+
+  /// Whether this rank's plan gives `v` bytes (an i1), or null where every
+  /// rank's does: a constant or a loop's carry that only another stage's
+  /// ops use is not this rank's to write.
+  Value placedHere(Value v) {
+    if (rankPlans.size() < 2)
+      return Value();
+    SmallVector<int64_t> at;
+    for (auto [c, p] : llvm::enumerate(rankPlans))
+      if (p.placements.count(v))
+        at.push_back(int64_t(c));
+    if (at.size() == rankPlans.size())
+      return Value();
+    Value cond = arith::ConstantOp::create(b, loc(), b.getBoolAttr(false));
+    for (int64_t c : at)
+      cond = arith::OrIOp::create(
+          b, loc(), cond,
+          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                pipelineCoordinate, i64(c)));
+    return cond;
   }
 
   LogicalResult emitRepeat(RepeatOp repeat) {
@@ -428,9 +479,15 @@ struct Emitter {
     call("loomrt_trace_iteration", {ctx, repeatId, traceIndex, i32(0)});
     // Under a schedule's action, what one stage made is kept only from
     // that stage's action (the others hold zeros for it).
+    // Elsewhere, a result another stage's ops make is not this rank's (it
+    // has no bytes here).
+    auto keeps = [&](Value made, Value result) {
+      Value match = actionStageMatches(made.getDefiningOp());
+      return match ? match : placedHere(result);
+    };
     for (auto [slice, result] :
          llvm::zip(yield.getStacked(), repeat.getStackedResults()))
-      emitWhen(actionStageMatches(slice.getDefiningOp()), [&] {
+      emitWhen(keeps(slice, result), [&] {
         copy(view(bufferOf(result), at(result),
                   tensorBytes(result.getType()) / count),
              bufferOf(slice), slice.getType());
@@ -440,7 +497,7 @@ struct Emitter {
       if (arg && arg.getOwner() == &body && arg.getArgNumber() != 1 + i)
         return yield.emitOpError("yields another iteration argument as carry ")
                << i << ", which the code generator does not support";
-      emitWhen(actionStageMatches(next.getDefiningOp()), [&] {
+      emitWhen(keeps(next, repeat.getCarryResults()[i]), [&] {
         copy(bufferOf(repeat.getCarryResults()[i]), bufferOf(next),
              next.getType());
       });
@@ -713,9 +770,11 @@ struct Emitter {
         return op.emitOpError("only splat float tensor constants can be "
                               "generated");
       Value buf = defineBuffer(constant);
-      call("loomrt_fill",
-           {ctx, buf, i64(shapeId(dense.getType().getShape())),
-            f64(dense.getSplatValue<APFloat>().convertToDouble())});
+      emitWhen(placedHere(constant), [&] {
+        call("loomrt_fill",
+             {ctx, buf, i64(shapeId(dense.getType().getShape())),
+              f64(dense.getSplatValue<APFloat>().convertToDouble())});
+      });
       return success();
     }
     if (auto add = dyn_cast<arith::AddIOp>(op)) {
@@ -768,14 +827,27 @@ struct Emitter {
     return emitKernel(kernel);
   }
 
-  FailureOr<int64_t> emitFunction(StringRef name,
+  /// Emits the function; returns each pipeline rank's arena bytes (one
+  /// entry without a pipeline).
+  FailureOr<SmallVector<int64_t>> emitFunction(StringRef name,
                                   const DenseSet<Operation *> &ops,
                                   const DenseMap<Value, int64_t> &persistent,
                                   bool step) {
     Block &body = model.getBody().front();
-    plan = planMemory(body, ops, persistent);
-    if (failed(verifyInFlightBuffers(body, plan)))
-      return failure();
+    // Each pipeline rank plans what its stages run.
+    rankPlans.clear();
+    StringAttr pipelineAxis = mesh.getAxis(dist::AxisRole::Pipeline);
+    int64_t pp = pipelineAxis ? mesh.getSize(dist::AxisRole::Pipeline) : 1;
+    for (int64_t c = 0; c < pp; ++c) {
+      rankPlans.push_back(
+          pp == 1 ? planMemory(body, ops, persistent)
+                  : planMemory(body, ops, persistent, {}, [&](Operation *op) {
+                      return runsAt(op, pipelineAxis, c);
+                    }));
+      if (failed(verifyInFlightBuffers(body, rankPlans.back())))
+        return failure();
+    }
+    plan = rankPlans.front();
     buffers.clear();
     tensorHandles.clear();
     indices.clear();
@@ -789,6 +861,11 @@ struct Emitter {
     Block *entry = fn.addEntryBlock();
     ctx = entry->getArgument(0);
     b.setInsertionPointToStart(entry);
+    pipelineCoordinate =
+        pp > 1 ? call("loomrt_mesh_coord",
+                      {ctx, i32(int32_t(mesh.getAxisIndex(pipelineAxis)))},
+                      {b.getI64Type()})
+               : Value();
     for (int64_t t = 0, e = layout.tensors.size(); t < e; ++t)
       tensorHandles[t] = call("loomrt_tensor", {ctx, i32(t)}, {bufType});
     for (auto [v, t] : persistent)
@@ -820,15 +897,18 @@ struct Emitter {
         });
       }
     func::ReturnOp::create(b, loc());
-    return plan.peakBytes;
+    SmallVector<int64_t> peaks;
+    for (const MemoryPlan &p : rankPlans)
+      peaks.push_back(p.peakBytes);
+    return peaks;
   }
 
   LogicalResult run() {
-    FailureOr<int64_t> stepBytes = emitFunction(
+    FailureOr<SmallVector<int64_t>> stepBytes = emitFunction(
         "loom_step", layout.stepOps, layout.stepPersistent, /*step=*/true);
     if (failed(stepBytes))
       return failure();
-    FailureOr<int64_t> evalBytes = emitFunction(
+    FailureOr<SmallVector<int64_t>> evalBytes = emitFunction(
         "loom_eval", layout.evalOps, layout.evalPersistent, /*step=*/false);
     if (failed(evalBytes))
       return failure();
@@ -860,13 +940,25 @@ struct Emitter {
     for (auto [i, size] : llvm::enumerate(mesh.getSizes()))
       tables << (i ? ", " : "") << size;
     tables << "};\n";
+    // Each pipeline rank's arena (its own plan), indexed by its coordinate.
+    tables << "static const int64_t loom_arena_bytes[] = {";
+    for (size_t c = 0; c < stepBytes->size(); ++c)
+      tables << (c ? ", " : "")
+             << std::max((*stepBytes)[c], (*evalBytes)[c]);
+    tables << "};\n";
+    StringAttr pipelineAxis = mesh.getAxis(dist::AxisRole::Pipeline);
+    int64_t arenaAxis = stepBytes->size() > 1
+                            ? mesh.getAxisIndex(pipelineAxis)
+                            : int64_t(-1);
     std::ostringstream program;
     program << "extern \"C\" const loomrt_program loom_program = {"
             << cString(model.getSymName()) << ", loom_tensors, "
             << layout.tensors.size() << ", loom_shapes, " << shapeWords.size()
-            << ", {\"step\", " << *stepBytes << ", loom_step}, {\"eval\", "
-            << *evalBytes << ", loom_eval}, " << mesh.getNames().size()
-            << ", loom_axis_names, loom_axis_sizes};\n"
+            << ", {\"step\", " << llvm::max_element(*stepBytes)[0]
+            << ", loom_step}, {\"eval\", " << llvm::max_element(*evalBytes)[0]
+            << ", loom_eval}, " << mesh.getNames().size()
+            << ", loom_axis_names, loom_axis_sizes, " << arenaAxis
+            << ", loom_arena_bytes};\n"
             << "int main(int argc, char **argv) {\n"
             << "  return loomrt_main(argc, argv, &loom_program);\n}";
 

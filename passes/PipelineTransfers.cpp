@@ -349,12 +349,13 @@ struct Transfers {
                  << " each hold part of";
       }
       OpBuilder b(op);
+      Location loc = op.getLoc();
       Value total;
       for (auto &[stage, inputs] : byStage) {
         auto part =
-            SumSquaresOp::create(b, op.getLoc(), inputs, op.getReplicaGroup());
+            SumSquaresOp::create(b, loc, inputs, op.getReplicaGroup());
         placeOnStage(part, stage, ranks);
-        total = total ? Value(AddOp::create(b, op.getLoc(), total, part))
+        total = total ? Value(AddOp::create(b, loc, total, part))
                       : Value(part);
       }
       op.getResult().replaceAllUsesWith(total);
@@ -377,7 +378,7 @@ struct Transfers {
         continue;
       }
       b.setInsertionPointAfterValue(total);
-      auto whole = dist::AllReduceOp::create(b, op.getLoc(), total,
+      auto whole = dist::AllReduceOp::create(b, loc, total,
                                              b.getArrayAttr({axis}), false);
       total.replaceAllUsesExcept(whole, whole);
     }

@@ -700,6 +700,12 @@ static int train(int argc, char **argv, const loomrt_program *program) {
   if (fixedInputs)
     loadSafetensors(&ctx, o.inputs, LOOMRT_INPUT);
   int64_t arenaBytes = std::max(p->step.arena_bytes, p->eval.arena_bytes);
+  if (p->arena_bytes) {
+    int64_t c = p->arena_axis >= 0
+                    ? coordinates(&ctx, ctx.rank)[size_t(p->arena_axis)]
+                    : 0;
+    arenaBytes = p->arena_bytes[c];
+  }
   ctx.arena = allocate(&ctx, arenaBytes);
   Data data = fixedInputs ? Data() : prepareData(&ctx, o);
   if (fixedInputs && o.evalEvery)

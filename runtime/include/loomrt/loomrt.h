@@ -122,6 +122,12 @@ typedef struct loomrt_program {
   int32_t num_axes;
   const char *const *axis_names;
   const int64_t *axis_sizes;
+  /* The arena each rank allocates: `arena_bytes[c]` on the ranks whose
+     coordinate on mesh axis `arena_axis` is c (a pipeline rank plans only
+     its stages' values), or `arena_bytes[0]` everywhere when `arena_axis`
+     is -1. */
+  int32_t arena_axis;
+  const int64_t *arena_bytes;
 } loomrt_program;
 
 /* Runs the training loop of `program` with the command line of the
