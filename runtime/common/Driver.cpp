@@ -12,6 +12,7 @@
 
 #include "llvm/Support/JSON.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -200,6 +201,15 @@ Options parseOptions(int argc, char **argv) {
 //===----------------------------------------------------------------------===//
 // Safetensors
 //===----------------------------------------------------------------------===//
+
+/// The process's resident high-water mark (getrusage), independent of the
+/// runtime's allocator.
+int64_t maxResidentBytes() {
+  struct rusage usage;
+  if (getrusage(RUSAGE_SELF, &usage) != 0)
+    return -1;
+  return int64_t(usage.ru_maxrss) * 1024;
+}
 
 /// Whether world rank `rank` holds tensor `d` (a pipeline stage's
 /// parameters and optimizer state live on its ranks only).
@@ -694,6 +704,9 @@ static int train(int argc, char **argv, const loomrt_program *program) {
     ctx.tensors.push_back(allocate(&ctx, bytes));
     initialize(&ctx, d, ctx.tensors.back());
   }
+  // What the allocator holds for this rank's tensor table (a pipeline
+  // rank: its stages' parameters and optimizer state only).
+  int64_t tensorBytes = ctx.currentBytes;
   if (!o.initFrom.empty())
     loadSafetensors(&ctx, o.initFrom, LOOMRT_PARAM);
   bool fixedInputs = !o.inputs.empty();
@@ -830,6 +843,9 @@ static int train(int argc, char **argv, const loomrt_program *program) {
                            {"lr", ctx.lastLr},
                            {"tokens_per_s", tps},
                            {"peak_bytes", ctx.peakBytes},
+                           {"tensor_bytes", tensorBytes},
+                           {"arena_bytes", arenaBytes},
+                           {"max_rss_bytes", maxResidentBytes()},
                            {"bytes_sent", bytesByAxis(&ctx)}};
       if (evalNow)
         m["eval_loss"] = evalLoss;

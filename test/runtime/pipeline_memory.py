@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""What a pipeline rank holds: for a GPT of 8 layers, width 256, context 32
+and vocabulary 256 (loom-gen), trained with AdamW on 4 micro-batches on
+one rank, pp = 2 and pp = 4:
+
+- the runtime's allocator holds, for each rank's tensor table, 12 bytes
+  (the parameter and AdamW's two moments, fp32) per parameter of the
+  rank's own stages, plus its inputs, step counter and loss: exactly;
+- the report's model states for each pipeline rank are 16 bytes per own
+  parameter (the gradient counted too): exactly;
+- the process's resident high-water mark (getrusage, independent of the
+  allocator) of each pipeline rank lies below the single rank's by at
+  least 95% of the 12 bytes per parameter it does not hold.
+
+A rank's own parameters come from the shapes (12 h^2 + 13 h per layer, the
+position embedding on stage 0, the final norm on the last, and the token
+embedding tied to the head on every pipeline rank: its gradient is
+all-reduced over the whole pipeline axis, where Megatron-LM keeps it on
+the first and last stage only) and the layers each stage runs, read from
+its parameters' names (w_qkv[a:b])."""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--loomc", required=True)
+parser.add_argument("--loom-gen", required=True)
+args = parser.parse_args()
+
+LAYERS, H, S, V, B, M = 8, 256, 32, 256, 8, 4
+PER_LAYER = 12 * H * H + 13 * H
+TOTAL = LAYERS * PER_LAYER + V * H + S * H + 2 * H
+INPUTS = 2 * B * S * 4 + 4 + 4  # tokens, labels, the step counter, the loss
+work = tempfile.mkdtemp(prefix="loom-pipeline-memory-")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+failed = 0
+
+
+def check(label, ok, detail):
+    global failed
+    print(f"{label}: {detail} {'ok' if ok else 'FAIL'}")
+    failed += not ok
+
+
+model = os.path.join(work, "gpt8.mlir")
+subprocess.run([sys.executable, args.loom_gen, "--layers", str(LAYERS), "--d-model", str(H),
+                "--heads", "4", "--context", str(S), "--vocab", str(V), "--batch", str(B),
+                "-o", model], check=True)
+with open(model) as f:
+    declared = int(re.search(r"([\d,]+) parameters", f.read()).group(1).replace(",", ""))
+check("the model's parameters", declared == TOTAL, f"{declared} declared, {TOTAL} from the shapes")
+
+
+def run(name, pp):
+    exe = os.path.join(work, name)
+    phases = os.path.join(work, name + "-phases")
+    report = os.path.join(work, name + ".json")
+    mesh = ["--mesh", f"pp={pp}"] if pp > 1 else []
+    r = subprocess.run([args.loomc, model, *mesh, f"--micro-batches={M}", "-o", exe,
+                        "--dump-phases", phases, "--report-json", report],
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"loomc {name} failed:\n{r.stderr}")
+    metrics = os.path.join(work, name + ".%r.jsonl")
+    cmd = [exe, "--steps", "2", "--metrics", metrics, "--timeout", "120"]
+    r = subprocess.run((MPIRUN + ["-n", str(pp)] if pp > 1 else []) + cmd,
+                       capture_output=True, text=True, env=ENV)
+    if r.returncode:
+        sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
+    rows = []
+    for rank in range(pp):
+        with open(metrics.replace("%r", str(rank))) as f:
+            rows.append(json.loads(f.read().splitlines()[-1]))
+    with open(os.path.join(phases, "2-rank-program.mlir" if pp > 1 else "1-training-step.mlir")) as f:
+        program = f.read()
+    with open(report) as f:
+        memory = json.load(f)["memory_per_rank_bytes"]
+    return rows, program, memory
+
+
+def own_parameters(program, pp):
+    """Each pipeline rank's own parameters, from the shapes and its layers."""
+    ranges = sorted(tuple(map(int, m)) for m in
+                    re.findall(r'train.param "w_qkv\[(\d+):(\d+)\]"', program))
+    assert len(ranges) == pp and sum(b - a for a, b in ranges) == LAYERS, ranges
+    own = [(b - a) * PER_LAYER + V * H for a, b in ranges]
+    own[0] += S * H
+    own[-1] += 2 * H
+    return own
+
+
+single, _, _ = run("one", 1)
+check("one rank: allocator tensor bytes", single[0]["tensor_bytes"] == 12 * TOTAL + INPUTS,
+      f"{single[0]['tensor_bytes']} = 12 x {TOTAL} + {INPUTS}")
+for pp in (2, 4):
+    rows, program, memory = run(f"pp{pp}", pp)
+    own = own_parameters(program, pp)
+    for rank, row in enumerate(rows):
+        want = 12 * own[rank] + INPUTS
+        check(f"pp={pp} rank {rank}: allocator tensor bytes", row["tensor_bytes"] == want,
+              f"{row['tensor_bytes']} = 12 x {own[rank]} + {INPUTS}")
+        reported = memory["per_pipeline_rank"][rank]
+        check(f"pp={pp} rank {rank}: report's model states", reported["model_states"] == 16 * own[rank],
+              f"{reported['model_states']} = 16 x {own[rank]}")
+        saved = single[0]["max_rss_bytes"] - row["max_rss_bytes"]
+        floor = 0.95 * 12 * (TOTAL - own[rank])
+        check(f"pp={pp} rank {rank}: resident high-water below one rank's", saved >= floor,
+              f"{saved / 1e6:.1f} MB less, at least {floor / 1e6:.1f} MB")
+
+print(f"{failed} failed")
+sys.exit(1 if failed else 0)
