@@ -24,7 +24,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loomtest import read_safetensors  # noqa: E402
+from loomtest import Checks, MPIRUN, RUN_ENV, read_safetensors  # noqa: E402
 
 STEPS = 6
 SEED = 11
@@ -35,15 +35,7 @@ parser.add_argument("--loom-gen", required=True)
 args = parser.parse_args()
 
 work = tempfile.mkdtemp(prefix="loom-clipping-")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-failed = 0
-
-
-def check(label, ok, detail):
-    global failed
-    print(f"{label}: {detail} {'ok' if ok else 'FAIL'}")
-    failed += not ok
+check = Checks()
 
 
 def generate(name, clip):
@@ -73,7 +65,7 @@ def run(name, exe, ranks):
            "--timeout", "120", "--export", exported]
     if ranks > 1:
         cmd = MPIRUN + ["-n", str(ranks)] + cmd
-    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=RUN_ENV)
     if r.returncode:
         sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
     with open(metrics.replace("%r", "0")) as f:
@@ -171,5 +163,4 @@ exe, program = build("pp2tp2", clipped, ["--mesh", "pp=2,tp=2", "--micro-batches
 check_norm("pp=2 x tp=2 M=2", program, ["tp", "pp"])
 compare("pp=2 x tp=2 M=2", run("pp2tp2", exe, 4), reference_m2)
 
-print(f"{failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()

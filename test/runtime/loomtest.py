@@ -86,3 +86,26 @@ class Program:
 
 def mlir_type(shape, element="f32"):
     return "tensor<" + "".join(f"{d}x" for d in shape) + element + ">"
+
+
+# How the tests start several ranks, and the environment of every run (one
+# BLAS thread per rank, as the CI machine has few cores).
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+RUN_ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+
+
+class Checks:
+    """Prints one line per check, "label: detail ok|FAIL", and counts the
+    failures; `finish` prints the count and exits with it."""
+
+    def __init__(self, prefix=""):
+        self.prefix = prefix
+        self.failed = 0
+
+    def __call__(self, label, ok, detail):
+        print(f"{self.prefix}{label}: {detail} {'ok' if ok else 'FAIL'}")
+        self.failed += not ok
+
+    def finish(self):
+        print(f"{self.failed} failed")
+        raise SystemExit(1 if self.failed else 0)

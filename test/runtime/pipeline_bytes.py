@@ -27,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loomtest import MPIRUN, RUN_ENV, Checks  # noqa: E402
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--loomc", required=True)
 parser.add_argument("--model", required=True)
@@ -38,15 +41,7 @@ M = 2
 STEPS = 2
 PER_LAYER = 12 * H * H + 13 * H
 work = tempfile.mkdtemp(prefix="loom-pipeline-bytes-")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-failed = 0
-
-
-def check(label, ok, detail):
-    global failed
-    print(f"{label}: {detail} {'ok' if ok else 'FAIL'}")
-    failed += not ok
+check = Checks()
 
 
 def stage_parameters(program):
@@ -84,7 +79,7 @@ for mesh, ranks, dp in (("pp=2", 2, 1), ("pp=2,dp=2", 4, 2)):
     metrics = os.path.join(work, name + ".%r.jsonl")
     r = subprocess.run(MPIRUN + ["-n", str(ranks), "-x", "LD_PRELOAD=" + args.pmpi, exe,
                                  "--steps", str(STEPS), "--metrics", metrics, "--timeout", "120"],
-                       capture_output=True, text=True, env=ENV)
+                       capture_output=True, text=True, env=RUN_ENV)
     if r.returncode:
         sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
     pmpi = {int(a): int(b) for a, b in re.findall(r"pmpi: rank (\d+) sent (\d+) bytes", r.stderr)}
@@ -104,5 +99,4 @@ for mesh, ranks, dp in (("pp=2", 2, 1), ("pp=2,dp=2", 4, 2)):
     check(f"{mesh}: the report's bytes for rank 0", predicted * STEPS == pmpi.get(0),
           f"{predicted} per step")
 
-print(f"{failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()

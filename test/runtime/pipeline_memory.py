@@ -27,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loomtest import MPIRUN, RUN_ENV, Checks  # noqa: E402
+
 parser = argparse.ArgumentParser()
 parser.add_argument("--loomc", required=True)
 parser.add_argument("--loom-gen", required=True)
@@ -37,15 +40,7 @@ PER_LAYER = 12 * H * H + 13 * H
 TOTAL = LAYERS * PER_LAYER + V * H + S * H + 2 * H
 INPUTS = 2 * B * S * 4 + 4 + 4  # tokens, labels, the step counter, the loss
 work = tempfile.mkdtemp(prefix="loom-pipeline-memory-")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
-failed = 0
-
-
-def check(label, ok, detail):
-    global failed
-    print(f"{label}: {detail} {'ok' if ok else 'FAIL'}")
-    failed += not ok
+check = Checks()
 
 
 model = os.path.join(work, "gpt8.mlir")
@@ -70,7 +65,7 @@ def run(name, pp):
     metrics = os.path.join(work, name + ".%r.jsonl")
     cmd = [exe, "--steps", "2", "--metrics", metrics, "--timeout", "120"]
     r = subprocess.run((MPIRUN + ["-n", str(pp)] if pp > 1 else []) + cmd,
-                       capture_output=True, text=True, env=ENV)
+                       capture_output=True, text=True, env=RUN_ENV)
     if r.returncode:
         sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
     rows = []
@@ -113,5 +108,4 @@ for pp in (2, 4):
         check(f"pp={pp} rank {rank}: resident high-water below one rank's", saved >= floor,
               f"{saved / 1e6:.1f} MB less, at least {floor / 1e6:.1f} MB")
 
-print(f"{failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()

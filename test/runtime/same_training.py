@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loomtest import read_safetensors  # noqa: E402
+from loomtest import Checks, MPIRUN, RUN_ENV, read_safetensors  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--loomc", required=True)
@@ -33,8 +33,6 @@ parser.add_argument("--label", default="parallel")
 args = parser.parse_args()
 
 work = tempfile.mkdtemp(prefix="loom-same-training-")
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
 
 
 def train(name, loomc_args, ranks):
@@ -49,7 +47,7 @@ def train(name, loomc_args, ranks):
            "--timeout", "300", "--export", exported]
     if ranks > 1:
         cmd = MPIRUN + ["-n", str(ranks)] + cmd
-    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=RUN_ENV)
     if r.returncode:
         sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
     losses = []
@@ -63,13 +61,7 @@ def train(name, loomc_args, ranks):
 
 ref_losses, ref_weights = train("ref", args.reference_args, 1)
 losses, weights = train("parallel", args.args, args.ranks)
-failed = 0
-
-
-def check(what, ok, detail):
-    global failed
-    print(f"{args.label}: {what}: {detail} {'ok' if ok else 'FAIL'}")
-    failed += not ok
+check = Checks(f"{args.label}: ")
 
 
 worst = max(abs(a - b) / (1e-5 + 1e-4 * abs(b)) for a, b in zip(losses[0], ref_losses[0]))
@@ -82,4 +74,4 @@ errs = {n: float(np.linalg.norm(weights[n] - w) / max(np.linalg.norm(w), 1e-30))
 name = max(errs, key=errs.get)
 check("worst final-parameter relative error",
       errs[name] <= 1e-4 and set(weights) == set(ref_weights), f"{errs[name]:.3g} ({name})")
-sys.exit(1 if failed else 0)
+check.finish()
