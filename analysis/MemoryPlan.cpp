@@ -40,13 +40,14 @@ int64_t loom::analysis::scheduleSlots(Value stackedResult) {
   if (!repeat)
     return 0;
   auto model = dyn_cast<ModelOp>(repeat->getParentOp());
-  auto slots =
-      model ? loom::dist::attrs(model).getScheduleSlotsAttrHelper().getAttr(model)
-            : IntegerAttr();
+  if (!model)
+    return 0;
+  auto slotsAttr =
+      loom::dist::attrs(model).getScheduleSlotsAttrHelper().getAttr(model);
+  int64_t slots = slotsAttr ? slotsAttr.getInt() : 0;
   auto result = cast<OpResult>(stackedResult);
   size_t carries = repeat.getCarryResults().size();
-  if (!slots || slots.getInt() <= 0 ||
-      slots.getInt() >= int64_t(repeat.getCount()) ||
+  if (slots <= 0 || slots >= int64_t(repeat.getCount()) ||
       result.getResultNumber() < carries)
     return 0;
   // Whether `repeat` is a loop the schedule interleaves that stacks for a
@@ -62,7 +63,7 @@ int64_t loom::analysis::scheduleSlots(Value stackedResult) {
   for (Operation *user : stackedResult.getUsers())
     if (!llvm::is_contained(loops, user) || user == repeat.getOperation())
       return 0;
-  return slots.getInt();
+  return slots;
 }
 
 int64_t loom::analysis::plannedBytes(Value v, bool scheduled) {
@@ -70,6 +71,107 @@ int64_t loom::analysis::plannedBytes(Value v, bool scheduled) {
   if (int64_t slots = scheduled ? scheduleSlots(v) : 0)
     return bytes / cast<RepeatOp>(v.getDefiningOp()).getCount() * slots;
   return bytes;
+}
+
+std::optional<double> loom::analysis::carrySeed(Value v) {
+  auto constant = v.getDefiningOp<arith::ConstantOp>();
+  auto dense = constant ? dyn_cast<DenseFPElementsAttr>(constant.getValue())
+                        : DenseFPElementsAttr();
+  if (!dense || !dense.isSplat() || v.use_empty())
+    return std::nullopt;
+  for (OpOperand &use : v.getUses()) {
+    auto repeat = dyn_cast<RepeatOp>(use.getOwner());
+    if (!repeat || use.getOperandNumber() >= repeat.getCarries().size())
+      return std::nullopt;
+  }
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+BlockArgument loom::analysis::accumulatesInto(Value v) {
+  auto add = v.getDefiningOp<AddOp>();
+  auto repeat = add ? dyn_cast<RepeatOp>(add->getParentOp()) : RepeatOp();
+  if (!repeat || !v.hasOneUse())
+    return {};
+  auto yield = dyn_cast<YieldOp>(*v.getUsers().begin());
+  if (!yield)
+    return {};
+  for (Value operand : {add.getLhs(), add.getRhs()}) {
+    auto arg = dyn_cast<BlockArgument>(operand);
+    if (!arg || arg.getOwner() != &repeat.getBodyBlock() ||
+        arg.getType() != v.getType() || arg.getArgNumber() == 0 ||
+        arg.getArgNumber() > repeat.getCarries().size())
+      continue;
+    // The next value of the same carry, and the add reads the carry last.
+    unsigned carry = arg.getArgNumber() - 1;
+    if (yield.getCarries()[carry] != v ||
+        llvm::count(yield->getOperands(), v) != 1)
+      continue;
+    if (llvm::all_of(arg.getUsers(), [&](Operation *user) {
+          return user == add.getOperation() ||
+                 user->isBeforeInBlock(add.getOperation());
+        }))
+      return arg;
+  }
+  return {};
+}
+
+Value loom::analysis::updatedInPlace(Value v) {
+  auto result = dyn_cast<OpResult>(v);
+  auto repeat = result ? dyn_cast<RepeatOp>(result.getOwner()) : RepeatOp();
+  if (!repeat)
+    return {};
+  size_t numCarries = repeat.getCarries().size();
+  if (result.getResultNumber() < numCarries)
+    return {};
+  Value yielded =
+      repeat.getYield().getStacked()[result.getResultNumber() - numCarries];
+  auto add = yielded.getDefiningOp<AddOp>();
+  if (!add || !yielded.hasOneUse())
+    return {};
+  Block &body = repeat.getBodyBlock();
+  for (Value operand : {add.getLhs(), add.getRhs()}) {
+    auto slice = dyn_cast<BlockArgument>(operand);
+    size_t first = 1 + numCarries;
+    if (!slice || slice.getOwner() != &body ||
+        slice.getArgNumber() < first ||
+        slice.getArgNumber() >= first + repeat.getStacked().size() ||
+        !slice.hasOneUse())
+      continue;
+    Value whole = repeat.getStacked()[slice.getArgNumber() - first];
+    // The accumulator: a carry of the enclosing loop that this loop reads
+    // last and once.
+    auto carry = dyn_cast<BlockArgument>(whole);
+    auto outer = carry ? dyn_cast<RepeatOp>(carry.getOwner()->getParentOp())
+                       : RepeatOp();
+    if (!outer || carry.getArgNumber() == 0 ||
+        carry.getArgNumber() > outer.getCarries().size() ||
+        whole.getType() != v.getType() ||
+        llvm::count(repeat->getOperands(), whole) != 1)
+      continue;
+    if (llvm::all_of(carry.getUsers(), [&](Operation *user) {
+          return user == repeat.getOperation() ||
+                 user->isBeforeInBlock(repeat.getOperation());
+        }))
+      return whole;
+  }
+  return {};
+}
+
+/// Whether `r` is a residual a loop saves for its backward (see
+/// train.repeat's `residuals`) that no op of `ops` reads.
+static bool isUnreadResidual(Value r, const DenseSet<Operation *> &ops) {
+  auto result = cast<OpResult>(r);
+  auto repeat = cast<RepeatOp>(result.getOwner());
+  size_t first = repeat.getCarries().size() + repeat.getNumUserStacked();
+  unsigned n = result.getResultNumber();
+  if (!repeat.keepsResiduals() || n < first ||
+      n >= first + repeat.getNumResiduals())
+    return false;
+  Block *block = repeat->getBlock();
+  return llvm::none_of(r.getUsers(), [&](Operation *user) {
+    Operation *anc = block->findAncestorOpInBlock(*user);
+    return anc && ops.contains(anc);
+  });
 }
 
 namespace {
@@ -147,12 +249,25 @@ struct Planner {
     Operation *maker = inner.getDefiningOp();
     if (!maker || here(maker))
       return true;
-    return llvm::any_of(r.getUsers(), [&](Operation *user) {
-      for (Operation *op = user; op; op = op->getParentOp())
-        if (!here(op))
-          return false;
+    return llvm::any_of(r.getUses(),
+                        [&](OpOperand &use) { return readHere(use); });
+  }
+
+  /// Whether `use` reads its value here: its op runs here and, for a
+  /// loop's stacked slice or invariant, an op of the body that runs here
+  /// reads it (a stage's saved values are read by that stage's backward).
+  bool readHere(OpOperand &use) {
+    Operation *user = use.getOwner();
+    for (Operation *op = user; op; op = op->getParentOp())
+      if (!here(op))
+        return false;
+    auto repeat = dyn_cast<RepeatOp>(user);
+    if (!repeat || use.getOperandNumber() < repeat.getCarries().size())
       return true;
-    });
+    BlockArgument arg =
+        repeat.getBodyBlock().getArgument(1 + use.getOperandNumber());
+    return llvm::any_of(arg.getUses(),
+                        [&](OpOperand &inner) { return readHere(inner); });
   }
 
   /// Plans `block` with offsets relative to 0; returns its peak. Nested
@@ -267,6 +382,17 @@ struct Planner {
         // reads (that stage's gradient accumulator, its saved activations)
         // is not this rank's.
         if (runsHere && isa<RepeatOp>(op) && !heldHere(cast<OpResult>(r)))
+          continue;
+        // Nor a residual that nothing in this function reads (the
+        // evaluation runs the forward alone).
+        if (only && isa<RepeatOp>(op) && isUnreadResidual(r, *only))
+          continue;
+        // Nor a loop's accumulation written into its carry.
+        if (accumulatesInto(r) || updatedInPlace(r))
+          continue;
+        // Nor a constant that only starts loops' carries: they start
+        // filled with it.
+        if (isa<arith::ConstantOp>(op) && carrySeed(r))
           continue;
         // Nor a constant that only starts such a result.
         if (runsHere && isa<arith::ConstantOp>(op) && !neededHere(r))

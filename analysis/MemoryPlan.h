@@ -61,6 +61,22 @@ llvm::SmallVector<mlir::Operation *, 3> scheduledLoops(loom::train::ModelOp mode
 /// below the micro-batch count), 0 otherwise.
 int64_t scheduleSlots(mlir::Value stackedResult);
 
+/// When `v` is a splat float constant that only starts loops' carries
+/// (the zeros of gradient accumulators), its value: it gets no buffer of
+/// its own, each loop fills its carry with it.
+std::optional<double> carrySeed(mlir::Value v);
+
+/// When `v` is a loop's accumulation (carry + x, which the body yields as
+/// the carry's next value and after which nothing reads the carry), the
+/// carry's block argument: `v` is written into the carry's buffer.
+mlir::BlockArgument accumulatesInto(mlir::Value v);
+
+/// When `v` is a loop's stacked result that adds each iteration's
+/// contribution to the slices of a stacked operand that is an enclosing
+/// loop's carry, read last by this loop (a micro-batch's layer gradients
+/// added to their accumulator), that carry: `v` is written into it.
+mlir::Value updatedInPlace(mlir::Value v);
+
 /// The bytes a plan gives `v`: its type's, or, in a `scheduled` plan, its
 /// slots' share.
 int64_t plannedBytes(mlir::Value v, bool scheduled);

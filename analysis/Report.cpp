@@ -192,6 +192,8 @@ FailureOr<Report> loom::analysis::reportModel(ModelOp model,
     int64_t flops = cost.getFlops();
     int64_t bytes = cost.getBytesRead() + cost.getBytesWritten();
     r.flopsPerStep += flops;
+    r.matmulFlopsPerStep += cost.getMatmulFlops();
+    r.attentionFlopsPerStep += cost.getAttentionFlops();
     r.bytesAccessedPerStep += bytes;
     // Roofline per op, on this rank's share of the batch (bf16 halves
     // the traffic).
@@ -504,6 +506,8 @@ llvm::json::Value Report::toJSON() const {
                          {"collectives", std::move(collectives)},
                          {"bubble_fraction", pipelineBubble.value_or(0.0)},
                          {"flops_per_step", flopsPerStep},
+                         {"matmul_flops_per_step", matmulFlopsPerStep},
+                         {"attention_flops_per_step", attentionFlopsPerStep},
                          {"bytes_accessed_per_step", bytesAccessedPerStep},
                          {"tokens_per_step", tokensPerStep}};
   if (pipelineBubble)
@@ -615,7 +619,11 @@ void Report::print(llvm::raw_ostream &os) const {
      << llvm::format("  FLOPs per step: %.4g (%.4g per token; 6N = %.4g)\n",
                      double(flopsPerStep),
                      double(flopsPerStep) / double(std::max<int64_t>(tokensPerStep, 1)),
-                     6.0 * double(parameterCount));
+                     6.0 * double(parameterCount))
+     << llvm::format("    matmul %.4g, attention %.4g, other %.4g\n",
+                     double(matmulFlopsPerStep), double(attentionFlopsPerStep),
+                     double(flopsPerStep - matmulFlopsPerStep -
+                            attentionFlopsPerStep));
   auto seconds = [](double s) {
     char text[32];
     std::snprintf(text, sizeof(text), "%.4g", s);

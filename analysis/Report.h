@@ -82,6 +82,9 @@ struct Report {
   int64_t arenaPeakBytes = 0;
   int64_t inputBytes = 0;
   int64_t flopsPerStep = 0, bytesAccessedPerStep = 0;
+  /// The parts of flopsPerStep that are matrix products and attention's
+  /// products (CostOpInterface::getMatmulFlops, getAttentionFlops).
+  int64_t matmulFlopsPerStep = 0, attentionFlopsPerStep = 0;
   int64_t tokensPerStep = 0;
   /// The fp32 master copy of the parameters (bf16 mixed precision).
   int64_t masterBytes = 0;

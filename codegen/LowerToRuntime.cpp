@@ -150,6 +150,11 @@ struct Emitter {
     // code after the guard sees them.
     if (predefined.contains(v))
       return buffers.lookup(v);
+    // An accumulation is written into its carry.
+    if (BlockArgument carry = accumulatesInto(v))
+      return buffers[v] = bufferOf(carry);
+    if (Value carry = updatedInPlace(v))
+      return buffers[v] = bufferOf(carry);
     // Where each pipeline rank placed it (absent where nothing reads it).
     SmallVector<std::optional<Placement>> where;
     for (const MemoryPlan &p : rankPlans) {
@@ -405,7 +410,13 @@ struct Emitter {
     for (auto [init, result] :
          llvm::zip(repeat.getCarries(), repeat.getCarryResults()))
       emitWhen(placedHere(result), [&, init = init, result = result] {
-        copy(bufferOf(result), bufferOf(init), init.getType());
+        if (std::optional<double> seed = carrySeed(init))
+          call("loomrt_fill",
+               {ctx, bufferOf(result),
+                i64(shapeId(cast<RankedTensorType>(init.getType()).getShape())),
+                f64(*seed)});
+        else
+          copy(bufferOf(result), bufferOf(init), init.getType());
       });
     return success();
   }
@@ -486,12 +497,16 @@ struct Emitter {
       return match ? match : placedHere(result);
     };
     for (auto [slice, result] :
-         llvm::zip(yield.getStacked(), repeat.getStackedResults()))
+         llvm::zip(yield.getStacked(), repeat.getStackedResults())) {
+      // A residual this function does not keep (the evaluation's).
+      if (!bufferOf(result))
+        continue;
       emitWhen(keeps(slice, result), [&] {
         copy(view(bufferOf(result), at(result),
                   tensorBytes(result.getType()) / count),
              bufferOf(slice), slice.getType());
       });
+    }
     for (auto [i, next] : llvm::enumerate(yield.getCarries())) {
       auto arg = dyn_cast<BlockArgument>(next);
       if (arg && arg.getOwner() == &body && arg.getArgNumber() != 1 + i)
@@ -769,6 +784,9 @@ struct Emitter {
       if (!dense || !dense.isSplat())
         return op.emitOpError("only splat float tensor constants can be "
                               "generated");
+      // The loops it starts fill their carries with it.
+      if (carrySeed(constant))
+        return success();
       Value buf = defineBuffer(constant);
       emitWhen(placedHere(constant), [&] {
         call("loomrt_fill",

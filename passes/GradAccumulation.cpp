@@ -2,10 +2,14 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/dist/PipelineLoops.h"
+#include "passes/PipelineStages.h"
+
 #include "mlir/IR/IRMapping.h"
 
 namespace loom {
 #define GEN_PASS_DEF_TRAINGRADACCUMULATION
+#define GEN_PASS_DEF_TRAININTERLEAVEMICROBATCHES
 #include "passes/Passes.h.inc"
 } // namespace loom
 
@@ -121,7 +125,7 @@ struct MicroBatchCloner {
         b, loc, carryTypes, stackedTypes, repeat.getCount(),
         repeat.getReverse(), repeat.getSavesCarries(),
         mapAll(repeat.getCarries()), mapAll(repeat.getStacked()),
-        mapAll(repeat.getInvariants()));
+        mapAll(repeat.getInvariants()), repeat.getResidualsAttr());
     copy.getBody().push_back(block);
     copy->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
     for (auto [from, to] : llvm::zip(repeat.getResults(), copy.getResults())) {
@@ -258,9 +262,12 @@ struct TrainGradAccumulationPass
     Value next = AddOp::create(inner, loc, acc, part);
     YieldOp::create(inner, loc, ValueRange{next}, ValueRange());
 
+    // Each micro-batch's backward reads what its forward saved: the loop
+    // adds no recomputation (which a layer saves or recomputes is its own
+    // repeat's choice).
     auto loop = RepeatOp::create(b, loc, TypeRange{scalar}, TypeRange(), m,
                                  false, false, ValueRange{zero}, stacked,
-                                 invariants);
+                                 invariants, b.getI64IntegerAttr(0));
     loop.getBody().push_back(block);
     OutputOp::create(b, loc, loop.getCarryResults()[0], ValueRange(),
                      ValueRange());
@@ -271,4 +278,233 @@ struct TrainGradAccumulationPass
     return success();
   }
 };
+} // namespace
+
+namespace {
+
+struct TrainInterleaveMicroBatchesPass
+    : public loom::impl::TrainInterleaveMicroBatchesBase<
+          TrainInterleaveMicroBatchesPass> {
+  using TrainInterleaveMicroBatchesBase::TrainInterleaveMicroBatchesBase;
+
+  void runOnOperation() override {
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      // A pipeline's schedule interleaves the loops itself.
+      if (loom::pipelineOf(model))
+        continue;
+      SmallVector<std::pair<RepeatOp, RepeatOp>> pairs;
+      for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+        if (forward.keepsResiduals())
+          if (RepeatOp backward = loom::dist::backwardOf(forward))
+            pairs.push_back({forward, backward});
+      for (auto [forward, backward] : pairs)
+        if (succeeded(fuse(forward, backward)))
+          ++numInterleaved;
+    }
+  }
+
+  /// One loop whose iteration k runs iteration k of `forward`, then
+  /// iteration k of `backward`. Fails (changing nothing) where the
+  /// backward reads the forward other than through its saved slices.
+  LogicalResult fuse(RepeatOp forward, RepeatOp backward) {
+    Operation *f = forward.getOperation();
+    auto fromForward = [&](Value v) { return v.getDefiningOp() == f; };
+    if (llvm::any_of(backward.getCarries(), fromForward) ||
+        llvm::any_of(backward.getInvariants(), fromForward))
+      return failure();
+    // Only the backward reads what the forward saved.
+    size_t numUserStacked = forward.getNumUserStacked();
+    for (Value saved :
+         forward.getStackedResults().drop_front(numUserStacked))
+      if (llvm::any_of(saved.getUsers(), [&](Operation *user) {
+            return user != backward.getOperation();
+          }))
+        return failure();
+    // What runs between the two loops must not read the forward's results.
+    for (Operation *op = f->getNextNode(); op != backward.getOperation();
+         op = op->getNextNode())
+      if (llvm::any_of(op->getOperands(), fromForward))
+        return failure();
+
+    size_t fCarries = forward.getCarries().size();
+    size_t fStacked = forward.getStacked().size();
+    size_t numUser = forward.getNumUserStacked();
+    size_t bCarries = backward.getCarries().size();
+    Location loc = forward.getLoc();
+
+    // The fused loop's operands: the forward's, then the backward's that
+    // are not the forward's results (and not already there).
+    SmallVector<Value> carries(forward.getCarries());
+    llvm::append_range(carries, backward.getCarries());
+    SmallVector<Value> stacked(forward.getStacked());
+    for (Value v : backward.getStacked())
+      if (!fromForward(v) && !llvm::is_contained(stacked, v))
+        stacked.push_back(v);
+    SmallVector<Value> invariants(forward.getInvariants());
+    for (Value v : backward.getInvariants())
+      if (!llvm::is_contained(invariants, v))
+        invariants.push_back(v);
+
+    auto *block = new Block();
+    Value index = block->addArgument(IndexType::get(f->getContext()), loc);
+    SmallVector<BlockArgument> carryArgs, stackedArgs, invariantArgs;
+    for (Value c : carries)
+      carryArgs.push_back(block->addArgument(c.getType(), c.getLoc()));
+    for (Value s : stacked) {
+      auto t = cast<RankedTensorType>(s.getType());
+      stackedArgs.push_back(block->addArgument(
+          RankedTensorType::get(t.getShape().drop_front(), t.getElementType()),
+          s.getLoc()));
+    }
+    for (Value v : invariants)
+      invariantArgs.push_back(block->addArgument(v.getType(), v.getLoc()));
+
+    OpBuilder b(f->getContext());
+    b.setInsertionPointToEnd(block);
+    // The forward's iteration.
+    Block &fBody = forward.getBodyBlock();
+    IRMapping fMap;
+    fMap.map(fBody.getArgument(0), index);
+    for (size_t i = 0; i < fCarries; ++i)
+      fMap.map(fBody.getArgument(1 + i), carryArgs[i]);
+    for (size_t s = 0; s < fStacked; ++s)
+      fMap.map(fBody.getArgument(1 + fCarries + s), stackedArgs[s]);
+    for (auto [j, inv] : llvm::enumerate(forward.getInvariants()))
+      fMap.map(fBody.getArgument(1 + fCarries + fStacked + j),
+               invariantArgs[j]);
+    for (Operation &op : fBody.without_terminator())
+      b.clone(op, fMap);
+    YieldOp fYield = forward.getYield();
+
+    // The backward's, reading the forward's values where it read their
+    // saved slices.
+    Block &bBody = backward.getBodyBlock();
+    IRMapping bMap;
+    bMap.map(bBody.getArgument(0), index);
+    for (size_t i = 0; i < bCarries; ++i)
+      bMap.map(bBody.getArgument(1 + i), carryArgs[fCarries + i]);
+    for (auto [s, v] : llvm::enumerate(backward.getStacked())) {
+      BlockArgument arg = bBody.getArgument(1 + bCarries + s);
+      if (fromForward(v)) {
+        unsigned n = cast<OpResult>(v).getResultNumber() - fCarries;
+        bMap.map(arg, fMap.lookupOrDefault(fYield.getStacked()[n]));
+      } else {
+        bMap.map(arg, stackedArgs[llvm::find(stacked, v) - stacked.begin()]);
+      }
+    }
+    for (auto [j, inv] : llvm::enumerate(backward.getInvariants()))
+      bMap.map(bBody.getArgument(1 + bCarries + backward.getStacked().size() +
+                                 j),
+               invariantArgs[llvm::find(invariants, inv) - invariants.begin()]);
+    for (Operation &op : bBody.without_terminator())
+      b.clone(op, bMap);
+    YieldOp bYield = backward.getYield();
+
+    auto mapped = [](IRMapping &map, ValueRange values) {
+      return llvm::to_vector(llvm::map_range(
+          values, [&](Value v) { return map.lookupOrDefault(v); }));
+    };
+    SmallVector<Value> nextCarries = mapped(fMap, fYield.getCarries());
+    llvm::append_range(nextCarries, mapped(bMap, bYield.getCarries()));
+    SmallVector<Value> slices =
+        mapped(fMap, fYield.getStacked().take_front(numUser));
+    llvm::append_range(slices, mapped(bMap, bYield.getStacked()));
+    YieldOp::create(b, loc, nextCarries, slices);
+
+    SmallVector<Type> carryTypes, stackedTypes;
+    for (Value c : carries)
+      carryTypes.push_back(c.getType());
+    for (Value r : forward.getStackedResults().take_front(numUser))
+      stackedTypes.push_back(r.getType());
+    for (Value r : backward.getStackedResults())
+      stackedTypes.push_back(r.getType());
+    OpBuilder at(backward);
+    auto fused = RepeatOp::create(at, loc, carryTypes, stackedTypes,
+                                  forward.getCount(), /*reverse=*/false,
+                                  /*saves_carries=*/false, carries, stacked,
+                                  invariants, /*residuals=*/IntegerAttr());
+    fused->setDiscardableAttrs(f->getDiscardableAttrDictionary());
+    fused.getBody().push_back(block);
+
+    for (size_t i = 0; i < fCarries; ++i)
+      forward.getCarryResults()[i].replaceAllUsesWith(
+          fused.getCarryResults()[i]);
+    for (size_t i = 0; i < bCarries; ++i)
+      backward.getCarryResults()[i].replaceAllUsesWith(
+          fused.getCarryResults()[fCarries + i]);
+    for (size_t y = 0; y < numUser; ++y)
+      forward.getStackedResults()[y].replaceAllUsesWith(
+          fused.getStackedResults()[y]);
+    for (auto [k, r] : llvm::enumerate(backward.getStackedResults()))
+      r.replaceAllUsesWith(fused.getStackedResults()[numUser + k]);
+    backward.erase();
+    forward.erase();
+    foldAccumulations(fused);
+    return success();
+  }
+
+  /// In `loop`'s body, an accumulator `carry + r`, where r is a stacked
+  /// result of an inner loop that nothing else reads (a micro-batch's layer
+  /// gradients), is computed by that inner loop: it reads the carry as one
+  /// more stacked operand and yields each slice plus its contribution. The
+  /// same adds; the micro-batch's gradients are no longer a tensor of their
+  /// own, and the code generator writes the sum into the accumulator
+  /// (analysis::updatedInPlace).
+  void foldAccumulations(RepeatOp loop) {
+    Block &body = loop.getBodyBlock();
+    YieldOp yield = loop.getYield();
+    size_t numCarries = loop.getCarries().size();
+    for (AddOp add : llvm::make_early_inc_range(body.getOps<AddOp>())) {
+      if (!add->hasOneUse() || *add->getUsers().begin() != yield.getOperation())
+        continue;
+      for (auto [accValue, partValue] :
+           {std::pair(add.getLhs(), add.getRhs()),
+            std::pair(add.getRhs(), add.getLhs())}) {
+        auto acc = dyn_cast<BlockArgument>(accValue);
+        auto part = dyn_cast<OpResult>(partValue);
+        auto inner = part ? dyn_cast<RepeatOp>(part.getOwner()) : RepeatOp();
+        if (!acc || acc.getOwner() != &body || acc.getArgNumber() == 0 ||
+            acc.getArgNumber() > numCarries || !inner ||
+            inner->getBlock() != &body || !part.hasOneUse() ||
+            acc.getType() != part.getType() ||
+            part.getResultNumber() < inner.getCarries().size())
+          continue;
+        fold(inner, part.getResultNumber() - inner.getCarries().size(), acc,
+             add);
+        break;
+      }
+    }
+  }
+
+  /// Makes stacked result `slice` of `inner` start from `acc`, replacing
+  /// `add` (acc + that result).
+  void fold(RepeatOp inner, size_t slice, Value acc, AddOp add) {
+    OpBuilder b(inner);
+    SmallVector<Value> stacked(inner.getStacked());
+    stacked.push_back(acc);
+    auto folded = RepeatOp::create(
+        b, inner.getLoc(), inner.getCarryResults().getTypes(),
+        inner.getStackedResults().getTypes(), inner.getCount(),
+        inner.getReverse(), inner.getSavesCarries(), inner.getCarries(),
+        stacked, inner.getInvariants(), inner.getResidualsAttr());
+    folded->setDiscardableAttrs(inner->getDiscardableAttrDictionary());
+    folded.getBody().takeBody(inner.getBody());
+    Block &body = folded.getBodyBlock();
+    auto t = cast<RankedTensorType>(acc.getType());
+    BlockArgument accSlice = body.insertArgument(
+        1 + inner.getCarries().size() + inner.getStacked().size(),
+        RankedTensorType::get(t.getShape().drop_front(), t.getElementType()),
+        acc.getLoc());
+    YieldOp yield = folded.getYield();
+    OpBuilder y(yield);
+    Value contribution = yield.getStacked()[slice];
+    Value sum = AddOp::create(y, add.getLoc(), accSlice, contribution);
+    yield.getStackedMutable()[slice].set(sum);
+    add.getResult().replaceAllUsesWith(folded.getStackedResults()[slice]);
+    add.erase();
+    inner->replaceAllUsesWith(folded->getResults());
+    inner.erase();
+  }
+};
+
 } // namespace

@@ -29,6 +29,8 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
       add(createTrainGradAccumulation(
           TrainGradAccumulationOptions{options.microBatches}));
     add(createTrainAutodiff());
+    if (options.microBatches != 1)
+      add(createTrainInterleaveMicroBatches());
     if (distributed)
       add(createDistPipelineReduce());
     if (options.optimizer)

@@ -74,9 +74,11 @@ def TrainGradAccumulation : Pass<"train-grad-accumulation", "::mlir::ModuleOp"> 
     over `micro-batches` slices of the inputs' leading (batch) dimension,
     with the parameters as invariants and the loss as the carry, so that
     autodiff turns it into one backward repeat that accumulates every
-    parameter's gradient across micro-batches and holds the activations of
-    one micro-batch at a time (each micro-batch's forward is recomputed in
-    the backward pass).
+    parameter's gradient across micro-batches. The loop keeps residuals
+    (`residuals(0)`): its backward reads what each micro-batch's forward
+    saved and recomputes none of it. Without a pipeline,
+    `train-interleave-micro-batches` then runs each micro-batch's backward
+    right after its forward.
 
     Normalisation is that of the whole batch: a cross-entropy loss (a mean
     over the tokens whose label is not the ignore index) is weighted per
@@ -111,6 +113,37 @@ def TrainGradAccumulation : Pass<"train-grad-accumulation", "::mlir::ModuleOp"> 
   ];
 }
 
+
+def TrainInterleaveMicroBatches : Pass<"train-interleave-micro-batches", "::mlir::ModuleOp"> {
+  let summary = "Run each micro-batch's backward right after its forward";
+  let description = [{
+    Runs after `train-autodiff`, on models without a pipeline (a pipeline's
+    schedule interleaves the two loops itself). The micro-batch loop that
+    keeps residuals (`train-grad-accumulation`) and its backward become one
+    `train.repeat`: iteration k runs micro-batch k's forward, then its
+    backward, which reads the forward's values directly instead of saved
+    slices. One micro-batch's activations are live at a time, so the
+    activation peak does not grow with the number of micro-batches, and the
+    memory plan sees each value's exact lifetime. The backward's order over
+    micro-batches changes from last-first to first-first: its carries are
+    sums (the gradient accumulators), so only the rounding changes.
+
+    ```mlir
+    %l, %saved:2 = train.repeat 2 saving_carries residuals(1) carry(...) ...
+    %g:2 = train.repeat 2 reverse carry(...) stacked(%saved#1, ..., %saved#0 ...)
+    ```
+    becomes
+    ```mlir
+    %r:3 = train.repeat 2 carry(%zero, %one, %zeros : ...) ... {
+      ... // micro-batch k's forward, then its backward
+    }
+    ```
+  }];
+  let dependentDialects = ["::loom::train::TrainDialect"];
+  let statistics = [
+    Statistic<"numInterleaved", "interleaved", "Micro-batch loops fused with their backward">,
+  ];
+}
 def TrainOptimizer : Pass<"train-optimizer", "::mlir::ModuleOp"> {
   let summary = "Add the optimizer step: clipping, schedule, SGD or AdamW";
   let description = [{

@@ -105,7 +105,8 @@ LogicalResult splitRepeat(RepeatOp repeat, ArrayRef<int64_t> stages) {
                                  lastPart[s]));
     auto part = RepeatOp::create(b, loc, repeat.getCarryResults().getTypes(),
                                  TypeRange(), n, false, false, carries,
-                                 stacked, repeat.getInvariants());
+                                 stacked, repeat.getInvariants(),
+                                 repeat.getResidualsAttr());
     dist::attrs(part).getStageAttrHelper().setAttr(
         part, b.getI64IntegerAttr(stages[first]));
     IRMapping map;

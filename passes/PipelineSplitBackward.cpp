@@ -199,7 +199,8 @@ FailureOr<Split> splitRepeat(RepeatOp repeat,
       stackedTypes.push_back(stackedType(v.getType()));
     auto part = RepeatOp::create(b, loc, carryTypes, stackedTypes, count,
                                  repeat.getReverse(), false, carries, stacked,
-                                 repeat.getInvariants());
+                                 repeat.getInvariants(),
+                                 repeat.getResidualsAttr());
     part->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
     Block *block = new Block();
     part.getBody().push_back(block);

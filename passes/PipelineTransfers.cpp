@@ -217,7 +217,8 @@ struct Transfers {
     auto saving = RepeatOp::create(
         b, forward.getLoc(), forward.getCarryResults().getTypes(),
         stackedTypes, count, forward.getReverse(), forward.getSavesCarries(),
-        forward.getCarries(), forward.getStacked(), forward.getInvariants());
+        forward.getCarries(), forward.getStacked(), forward.getInvariants(),
+        forward.getResidualsAttr());
     saving->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
     saving.getBody().takeBody(forward.getBody());
     YieldOp yield = saving.getYield();
@@ -248,7 +249,8 @@ struct Transfers {
         bb, backward.getLoc(), backward.getCarryResults().getTypes(),
         backward.getStackedResults().getTypes(), backward.getCount(),
         backward.getReverse(), backward.getSavesCarries(),
-        backward.getCarries(), stacked, backward.getInvariants());
+        backward.getCarries(), stacked, backward.getInvariants(),
+        backward.getResidualsAttr());
     reading->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
     reading.getBody().takeBody(backward.getBody());
     Block &body = reading.getBodyBlock();
@@ -265,6 +267,119 @@ struct Transfers {
     backward.erase();
   }
 
+  /// A micro-batch loop that keeps residuals: where its backward reads on
+  /// one stage a value another rank's stage made, the forward already
+  /// received it there; the forward saves the received copy (one more
+  /// residual) and the backward reads that.
+  void saveResidualTransfers(RepeatOp forward, RepeatOp backward) {
+    size_t numCarries = forward.getCarries().size();
+    size_t numUser = forward.getNumUserStacked();
+    size_t numResiduals = forward.getNumResiduals();
+    YieldOp fYield = forward.getYield();
+    Block &bBody = backward.getBodyBlock();
+    size_t bCarries = backward.getCarries().size();
+    // Each received copy, with the backward's argument it stands in for on
+    // its stage.
+    struct Edge {
+      BlockArgument saved;
+      int64_t to;
+      Value received;
+    };
+    SmallVector<Edge> edges;
+    for (auto [i, operand] : llvm::enumerate(backward.getStacked())) {
+      auto result = dyn_cast<OpResult>(operand);
+      if (!result || result.getOwner() != forward.getOperation())
+        continue;
+      size_t n = result.getResultNumber() - numCarries;
+      if (n < numUser || n >= numUser + numResiduals)
+        continue;
+      Value v = fYield.getStacked()[n];
+      std::optional<int64_t> from =
+          v.getDefiningOp() ? stageOf(v.getDefiningOp()) : std::nullopt;
+      if (!from)
+        continue;
+      BlockArgument saved = bBody.getArgument(1 + bCarries + i);
+      SmallVector<int64_t> readers;
+      for (Operation *user : saved.getUsers())
+        if (std::optional<int64_t> to = stageOf(user);
+            to && *to % ranks != *from % ranks)
+          readers.push_back(*to);
+      llvm::sort(readers);
+      readers.erase(llvm::unique(readers), readers.end());
+      for (int64_t to : readers)
+        edges.push_back({saved, to, transfer(v, *from, to)});
+    }
+    if (edges.empty())
+      return;
+
+    // The forward: each received copy, one more residual.
+    int64_t count = forward.getCount();
+    OpBuilder b(forward);
+    SmallVector<Type> stackedTypes(
+        forward.getStackedResults().take_front(numUser + numResiduals)
+            .getTypes());
+    SmallVector<Value> slices(
+        fYield.getStacked().take_front(numUser + numResiduals));
+    for (Edge &e : edges) {
+      auto t = cast<RankedTensorType>(e.received.getType());
+      SmallVector<int64_t> shape{count};
+      llvm::append_range(shape, t.getShape());
+      stackedTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
+      slices.push_back(e.received);
+    }
+    llvm::append_range(stackedTypes,
+                       forward.getStackedResults().take_back(numCarries)
+                           .getTypes());
+    llvm::append_range(slices, fYield.getStacked().take_back(numCarries));
+    auto saving = RepeatOp::create(
+        b, forward.getLoc(), forward.getCarryResults().getTypes(),
+        stackedTypes, count, forward.getReverse(), forward.getSavesCarries(),
+        forward.getCarries(), forward.getStacked(), forward.getInvariants(),
+        b.getI64IntegerAttr(int64_t(numResiduals + edges.size())));
+    saving->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
+    saving.getBody().takeBody(forward.getBody());
+    OpBuilder y(fYield);
+    YieldOp::create(y, fYield.getLoc(), fYield.getCarries(), slices);
+    fYield.erase();
+    for (auto [i, r] : llvm::enumerate(forward.getCarryResults()))
+      r.replaceAllUsesWith(saving.getCarryResults()[i]);
+    for (size_t i = 0; i < numUser + numResiduals; ++i)
+      forward.getStackedResults()[i].replaceAllUsesWith(
+          saving.getStackedResults()[i]);
+    for (size_t i = 0; i < numCarries; ++i)
+      forward.getStackedResults()[numUser + numResiduals + i]
+          .replaceAllUsesWith(saving.getStackedResults()[numUser + numResiduals +
+                                                        edges.size() + i]);
+    forward.erase();
+
+    // The backward: reads them on the receiving stages.
+    size_t bStacked = backward.getStacked().size();
+    SmallVector<Value> stacked(backward.getStacked());
+    for (size_t k = 0; k < edges.size(); ++k)
+      stacked.push_back(saving.getStackedResults()[numUser + numResiduals + k]);
+    OpBuilder bb(backward);
+    auto reading = RepeatOp::create(
+        bb, backward.getLoc(), backward.getCarryResults().getTypes(),
+        backward.getStackedResults().getTypes(), backward.getCount(),
+        backward.getReverse(), backward.getSavesCarries(),
+        backward.getCarries(), stacked, backward.getInvariants(),
+        backward.getResidualsAttr());
+    reading->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
+    reading.getBody().takeBody(backward.getBody());
+    Block &body = reading.getBodyBlock();
+    for (auto [k, e] : llvm::enumerate(edges)) {
+      BlockArgument slice = body.insertArgument(
+          1 + bCarries + bStacked + k, e.received.getType(),
+          e.received.getLoc());
+      e.saved.replaceUsesWithIf(slice, [&, to = e.to](OpOperand &use) {
+        std::optional<int64_t> s = stageOf(use.getOwner());
+        return s && *s == to;
+      });
+    }
+    backward.replaceAllUsesWith(reading.getResults());
+    backward.erase();
+  }
+
   /// The micro-batch loop and its backward: a forward repeat saving its
   /// carries whose body runs stages' ops, and the reverse repeat that
   /// reads its saved carries.
@@ -273,8 +388,12 @@ struct Transfers {
     for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
       if (RepeatOp backward = backwardOf(forward); backward && !stageOf(forward))
         loops.push_back({forward, backward});
-    for (auto [forward, backward] : loops)
-      saveForwardTransfers(forward, backward);
+    for (auto [forward, backward] : loops) {
+      if (forward.keepsResiduals())
+        saveResidualTransfers(forward, backward);
+      else
+        saveForwardTransfers(forward, backward);
+    }
   }
 
   LogicalResult transferAll() {
@@ -550,7 +669,8 @@ struct Transfers {
     auto loop = RepeatOp::create(
         b, loc, carryTypes, backward.getStackedResults().getTypes(),
         backward.getCount(), backward.getReverse(), backward.getSavesCarries(),
-        carries, backward.getStacked(), backward.getInvariants());
+        carries, backward.getStacked(), backward.getInvariants(),
+        backward.getResidualsAttr());
     loop->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
     loop.getBody().takeBody(backward.getBody());
 

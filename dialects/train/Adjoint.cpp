@@ -7,6 +7,7 @@
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 using namespace mlir;
 using namespace loom::train;
@@ -157,26 +158,73 @@ static RankedTensorType stackedType(int64_t count, Type slice) {
   return RankedTensorType::get(shape, t.getElementType());
 }
 
+/// Erases the ops of `block` whose results nothing reads and that have no
+/// effect (a loop counts as one when its body has none), last first.
+void loom::train::eraseDeadOps(Block &block) {
+  auto effectFree = [](Operation *op) {
+    return op->walk([&](Operation *nested) {
+             if (nested == op && isa<RepeatOp>(op))
+               return WalkResult::advance();
+             if (nested->hasTrait<OpTrait::IsTerminator>() ||
+                 isMemoryEffectFree(nested))
+               return WalkResult::advance();
+             return WalkResult::interrupt();
+           }).wasInterrupted() == false;
+  };
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block)))
+    if (!op.hasTrait<OpTrait::IsTerminator>() && op.use_empty() &&
+        effectFree(&op))
+      op.erase();
+}
+
+/// Whether the backward recomputes `op` rather than read it saved: it
+/// computes nothing (a constant) or only views its operand (a reshape).
+static bool recomputedFree(Operation &op) {
+  return op.getNumOperands() == 0 || isa<ReshapeOp>(op);
+}
+
 Operation *RepeatOp::prepareForBackward(RewriterBase &rewriter) {
   if (getSavesCarries())
     return getOperation();
-  // Re-create the op with one more stacked result per carry: the carry as it
-  // entered each iteration, which the backward pass recomputes from.
+  Block &body = getBodyBlock();
+  // A repeat that keeps residuals prepares its own body (the loops in it
+  // save their carries there, not in a recomputation) and offers the
+  // backward every value its ops compute; train-autodiff drops those the
+  // backward does not read (pruneResiduals).
+  SmallVector<Value> residuals;
+  if (keepsResiduals()) {
+    loom::train::prepareForBackward(rewriter, body,
+                                    body.getArguments().drop_front());
+    for (Operation &op : body.without_terminator())
+      if (!recomputedFree(op))
+        for (Value r : op.getResults())
+          if (isa<RankedTensorType>(r.getType()))
+            residuals.push_back(r);
+  }
+  // Re-create the op with one more stacked result per residual and per
+  // carry: the carry as it entered each iteration, which the backward pass
+  // recomputes from.
+  rewriter.setInsertionPoint(getOperation());
   SmallVector<Type> stackedTypes(getStackedResults().getTypes());
+  for (Value r : residuals)
+    stackedTypes.push_back(stackedType(getCount(), r.getType()));
   for (Type t : getCarries().getTypes())
     stackedTypes.push_back(stackedType(getCount(), t));
   auto saving = RepeatOp::create(
       rewriter, getLoc(), getCarries().getTypes(), stackedTypes, getCount(),
       getReverse(), /*saves_carries=*/true, getCarries(), getStacked(),
-      getInvariants());
+      getInvariants(),
+      keepsResiduals() ? rewriter.getI64IntegerAttr(residuals.size())
+                       : IntegerAttr());
   saving->setDiscardableAttrs(getOperation()->getDiscardableAttrDictionary());
   rewriter.inlineRegionBefore(getBody(), saving.getBody(),
                               saving.getBody().end());
-  Block &body = saving.getBodyBlock();
+  Block &savingBody = saving.getBodyBlock();
   YieldOp yield = saving.getYield();
   SmallVector<Value> slices(yield.getStacked());
+  llvm::append_range(slices, residuals);
   llvm::append_range(slices,
-                     body.getArguments().slice(1, getCarries().size()));
+                     savingBody.getArguments().slice(1, getCarries().size()));
   rewriter.setInsertionPoint(yield);
   YieldOp::create(rewriter, yield.getLoc(), yield.getCarries(), slices);
   rewriter.eraseOp(yield);
@@ -197,7 +245,9 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
   int64_t count = getCount();
   size_t numCarries = getCarries().size(), numStacked = getStacked().size(),
          numInvariants = getInvariants().size();
-  size_t numUserStacked = getStackedResults().size() - numCarries;
+  size_t numUserStacked = getNumUserStacked();
+  size_t numResiduals = getNumResiduals();
+  bool residualMode = keepsResiduals();
   for (Value c : getCarries())
     if (!isDifferentiable(c))
       return emitOpError("carries an integer value; only float carries can "
@@ -219,13 +269,15 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
       bwdCarries.push_back(zerosLike(b, loc, getInvariants()[j].getType()));
     }
   // Backward stacked operands: saved carries, forward stacked operands, the
-  // gradients of the user's stacked results.
+  // gradients of the user's stacked results, the saved residuals.
   SmallVector<Value> bwdStacked(
       getStackedResults().take_back(numCarries));
   llvm::append_range(bwdStacked, getStacked());
   for (size_t y = 0; y < numUserStacked; ++y)
     bwdStacked.push_back(gradOrZeros(resultGrads[numCarries + y],
                                      getStackedResults()[y].getType()));
+  llvm::append_range(bwdStacked, getStackedResults().slice(numUserStacked,
+                                                           numResiduals));
   SmallVector<size_t> gradStacked;
   SmallVector<Type> bwdStackedResultTypes;
   for (size_t s = 0; s < numStacked; ++s)
@@ -238,10 +290,12 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
       llvm::map_range(bwdCarries, [](Value v) { return v.getType(); }));
   auto bwd = RepeatOp::create(b, loc, bwdCarryTypes, bwdStackedResultTypes,
                               count, !getReverse(), /*saves_carries=*/false,
-                              bwdCarries, bwdStacked, getInvariants());
+                              bwdCarries, bwdStacked, getInvariants(),
+                              /*residuals=*/IntegerAttr());
 
   // Body arguments: index, carry grads, invariant accumulators, saved
-  // carries, stacked slices, result-gradient slices, invariants.
+  // carries, stacked slices, result-gradient slices, residual slices,
+  // invariants.
   Block &fwdBody = getBodyBlock();
   Block *body = new Block();
   bwd.getBody().push_back(body);
@@ -266,10 +320,15 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
   auto slices = args.slice(base + numCarries, numStacked);
   auto resultGradSlices =
       args.slice(base + numCarries + numStacked, numUserStacked);
-  auto invariants = args.slice(base + numCarries + numStacked + numUserStacked,
-                               numInvariants);
+  auto residualSlices =
+      args.slice(base + numCarries + numStacked + numUserStacked, numResiduals);
+  auto invariants = args.slice(
+      base + numCarries + numStacked + numUserStacked + numResiduals,
+      numInvariants);
 
-  // Recompute the iteration's forward from its saved input.
+  // Recompute the iteration's forward from its saved input (with
+  // residuals, a copy that the rules differentiate, whose values are then
+  // read from the saved slices and which then goes).
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(body);
   IRMapping map;
@@ -291,8 +350,10 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
   llvm::append_range(sources, slices);
   llvm::append_range(sources, invariants);
   IRRewriter rewriter(b);
+  // A body that keeps residuals was prepared in the forward.
   DenseSet<Value> active =
-      loom::train::prepareForBackward(rewriter, *body, sources);
+      residualMode ? computeActive(*body, sources)
+                   : loom::train::prepareForBackward(rewriter, *body, sources);
   b.setInsertionPoint(placeholder);
 
   DenseMap<Value, Value> adjoints;
@@ -323,6 +384,13 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
         gradOrZeros(adjoints.lookup(slices[s]), slices[s].getType()));
   YieldOp::create(b, loc, nextCarries, stackedGrads);
   placeholder.erase();
+  if (residualMode) {
+    for (auto [k, slice] : llvm::enumerate(residualSlices))
+      if (Value copy = map.lookupOrNull(
+              fwdYield.getStacked()[numUserStacked + k]))
+        copy.replaceAllUsesWith(slice);
+    eraseDeadOps(*body);
+  }
 
   operandGrads.assign(getNumOperands(), Value());
   for (size_t i = 0; i < numCarries; ++i)
@@ -336,3 +404,89 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
   return success();
 }
 
+
+/// Whether `v` is a residual: a stacked result that a repeat keeping
+/// residuals saved for its backward.
+static bool isResidual(Value v) {
+  auto result = dyn_cast<OpResult>(v);
+  auto repeat = result ? dyn_cast<RepeatOp>(result.getOwner()) : RepeatOp();
+  if (!repeat || !repeat.keepsResiduals())
+    return false;
+  size_t first = repeat.getCarries().size() + repeat.getNumUserStacked();
+  unsigned n = result.getResultNumber();
+  return n >= first && n < first + repeat.getNumResiduals();
+}
+
+void loom::train::pruneResiduals(Operation *root) {
+  // The backward loops first: a residual slice their body does not read.
+  SmallVector<RepeatOp> readers;
+  root->walk([&](RepeatOp r) { readers.push_back(r); });
+  for (RepeatOp reader : readers) {
+    Block &body = reader.getBodyBlock();
+    size_t numCarries = reader.getCarries().size();
+    SmallVector<Value> stacked;
+    SmallVector<unsigned> unread;
+    for (auto [i, v] : llvm::enumerate(reader.getStacked())) {
+      if (isResidual(v) && body.getArgument(1 + numCarries + i).use_empty())
+        unread.push_back(1 + numCarries + i);
+      else
+        stacked.push_back(v);
+    }
+    if (unread.empty())
+      continue;
+    OpBuilder b(reader);
+    auto copy = RepeatOp::create(
+        b, reader.getLoc(), reader.getCarryResults().getTypes(),
+        reader.getStackedResults().getTypes(), reader.getCount(),
+        reader.getReverse(), reader.getSavesCarries(), reader.getCarries(),
+        stacked, reader.getInvariants(), reader.getResidualsAttr());
+    copy->setDiscardableAttrs(reader->getDiscardableAttrDictionary());
+    copy.getBody().takeBody(reader.getBody());
+    for (unsigned arg : llvm::reverse(unread))
+      copy.getBodyBlock().eraseArgument(arg);
+    reader->replaceAllUsesWith(copy->getResults());
+    reader.erase();
+  }
+  // Then the forward loops: the residuals nothing reads any more.
+  SmallVector<RepeatOp> forwards;
+  root->walk([&](RepeatOp r) {
+    if (r.keepsResiduals())
+      forwards.push_back(r);
+  });
+  for (RepeatOp forward : forwards) {
+    size_t numCarries = forward.getCarries().size();
+    size_t first = forward.getNumUserStacked();
+    size_t numResiduals = forward.getNumResiduals();
+    SmallVector<unsigned> kept;
+    for (auto [i, r] : llvm::enumerate(forward.getStackedResults()))
+      if (i < first || i >= first + numResiduals || !r.use_empty())
+        kept.push_back(i);
+    if (kept.size() == forward.getStackedResults().size())
+      continue;
+    YieldOp yield = forward.getYield();
+    SmallVector<Type> types;
+    SmallVector<Value> slices;
+    for (unsigned i : kept) {
+      types.push_back(forward.getStackedResults()[i].getType());
+      slices.push_back(yield.getStacked()[i]);
+    }
+    size_t dropped = forward.getStackedResults().size() - kept.size();
+    OpBuilder b(forward);
+    auto copy = RepeatOp::create(
+        b, forward.getLoc(), forward.getCarryResults().getTypes(), types,
+        forward.getCount(), forward.getReverse(), forward.getSavesCarries(),
+        forward.getCarries(), forward.getStacked(), forward.getInvariants(),
+        b.getI64IntegerAttr(int64_t(numResiduals - dropped)));
+    copy->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
+    copy.getBody().takeBody(forward.getBody());
+    OpBuilder y(yield);
+    YieldOp::create(y, yield.getLoc(), yield.getCarries(), slices);
+    yield.erase();
+    for (size_t i = 0; i < numCarries; ++i)
+      forward.getCarryResults()[i].replaceAllUsesWith(copy.getCarryResults()[i]);
+    for (auto [k, i] : llvm::enumerate(kept))
+      forward.getStackedResults()[i].replaceAllUsesWith(
+          copy.getStackedResults()[k]);
+    forward.erase();
+  }
+}

@@ -36,6 +36,15 @@ backpropagate(mlir::OpBuilder &b, mlir::Block &block,
               const llvm::DenseSet<mlir::Value> &active,
               llvm::DenseMap<mlir::Value, mlir::Value> &adjoints);
 
+/// Erases the ops of `block` whose results nothing reads and that have no
+/// effect (a `train.repeat` whose body has none included).
+void eraseDeadOps(mlir::Block &block);
+
+/// Drops what repeats that keep residuals (`residuals`) saved and their
+/// backward does not read: the backward's stacked operand and the forward's
+/// stacked result, in every repeat nested in `root`.
+void pruneResiduals(mlir::Operation *root);
+
 /// a + b, where a null `a` stands for zero.
 mlir::Value accumulate(mlir::OpBuilder &b, mlir::Location loc, mlir::Value a,
                        mlir::Value v);

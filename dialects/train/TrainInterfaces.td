@@ -61,6 +61,14 @@ def Train_CostOpInterface : OpInterface<"CostOpInterface"> {
     InterfaceMethod<"Bytes written to memory by one execution.",
       "int64_t", "getBytesWritten", (ins), [{}],
       [{ return ::loom::train::detail::defaultBytesWritten($_op.getOperation()); }]>,
+    InterfaceMethod<[{
+        The part of `getFlops` that is matrix products with a weight or
+        between activations (the report's matmul FLOPs).
+      }], "int64_t", "getMatmulFlops", (ins), [{}], [{ return 0; }]>,
+    InterfaceMethod<[{
+        The part of `getFlops` that is attention's two products (scores and
+        their product with the values; the report's attention FLOPs).
+      }], "int64_t", "getAttentionFlops", (ins), [{}], [{ return 0; }]>,
   ];
 }
 

@@ -219,6 +219,12 @@ LogicalResult RepeatOp::verify() {
         return emitOpError("saved carry of type ")
                << saved.getType() << " is not the stacked carry type";
   }
+  size_t saved = getSavesCarries() ? getCarries().size() : 0;
+  if (getNumResiduals() + saved > getStackedResults().size())
+    return emitOpError("has ")
+           << getNumResiduals() << " residuals and " << saved
+           << " saved carries but " << getStackedResults().size()
+           << " stacked results";
   return success();
 }
 
@@ -229,6 +235,27 @@ int64_t RepeatOp::getFlops() {
       flops = loom::saturatingAdd(flops, op.getFlops());
   });
   return loom::saturatingMul(flops, getCount());
+}
+
+/// `count` times the sum of `part` over the body's ops (nested loops
+/// included through their own cost).
+static int64_t bodySum(RepeatOp repeat,
+                       llvm::function_ref<int64_t(CostOpInterface)> part) {
+  int64_t sum = 0;
+  repeat.getBody().walk([&](CostOpInterface op) {
+    if (op->getParentOp() == repeat.getOperation())
+      sum = loom::saturatingAdd(sum, part(op));
+  });
+  return loom::saturatingMul(sum, repeat.getCount());
+}
+
+int64_t RepeatOp::getMatmulFlops() {
+  return bodySum(*this, [](CostOpInterface op) { return op.getMatmulFlops(); });
+}
+
+int64_t RepeatOp::getAttentionFlops() {
+  return bodySum(*this,
+                 [](CostOpInterface op) { return op.getAttentionFlops(); });
 }
 
 int64_t RepeatOp::getBytesRead() {
@@ -491,6 +518,8 @@ int64_t MatmulOp::getFlops() {
                              k);
 }
 
+int64_t MatmulOp::getMatmulFlops() { return getFlops(); }
+
 //===----------------------------------------------------------------------===//
 // Reductions and broadcasts
 //===----------------------------------------------------------------------===//
@@ -722,6 +751,8 @@ int64_t AttentionOp::getFlops() {
                              loom::saturatingMul(5, scores));
 }
 
+int64_t AttentionOp::getAttentionFlops() { return attentionFlops(getQ()); }
+
 int64_t AttentionOp::getBytesWritten() {
   // The scores are not materialized: only the output is written.
   return loom::tensorBytes(getResult().getType());
@@ -747,6 +778,8 @@ LogicalResult AttentionGradOp::verify() {
 
 // Recomputing the scores and the four backward products: 2.5x forward.
 int64_t AttentionGradOp::getFlops() { return 5 * attentionFlops(getQ()) / 2; }
+
+int64_t AttentionGradOp::getAttentionFlops() { return getFlops(); }
 
 //===----------------------------------------------------------------------===//
 // Embedding and loss

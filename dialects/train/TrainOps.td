@@ -195,7 +195,7 @@ def Train_OutputOp : Train_Op<"output", [Terminator, HasParent<"ModelOp">,
 def Train_RepeatOp : Train_Op<"repeat", [SingleBlock, IsolatedFromAbove,
     AttrSizedOperandSegments, AttrSizedResultSegments,
     DeclareOpInterfaceMethods<Train_BackwardOpInterface, ["prepareForBackward"]>,
-    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getBytesRead", "getBytesWritten"]>]> {
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getBytesRead", "getBytesWritten", "getMatmulFlops", "getAttentionFlops"]>]> {
   let summary = "a block repeated `count` times over stacked parameters";
   let description = [{
     A scan: the body runs `count` times. `carry` values flow from one
@@ -209,11 +209,19 @@ def Train_RepeatOp : Train_Op<"repeat", [SingleBlock, IsolatedFromAbove,
     are the carries as they entered each iteration, kept for the backward
     pass; the body yields them as its last stacked slices.
 
+    With `residuals(n)` the backward reads what the forward saved and
+    recomputes nothing of the iteration: the `n` stacked results before the
+    saved carries are the values of the body its backward reads (one slice
+    per iteration). A repeat written with `residuals(0)` asks
+    `train-autodiff` for this (`train-grad-accumulation` asks it for the
+    micro-batch loop); the pass chooses the values and sets `n`.
+
     A transformer of 96 layers is one `train.repeat` of count 96; every pass
     keeps it one body, so IR size and compile time do not grow with depth.
     Its backward rule is a reverse `train.repeat` that recomputes each
     iteration's forward from its saved input (checkpointing at block
-    boundaries) and back-propagates through it.
+    boundaries) and back-propagates through it, or, with `residuals`, reads
+    the saved values instead.
 
     ```mlir
     %h = train.repeat 4 carry(%x : tensor<8x16xf32>)
@@ -229,12 +237,14 @@ def Train_RepeatOp : Train_Op<"repeat", [SingleBlock, IsolatedFromAbove,
                        UnitAttr:$reverse, UnitAttr:$saves_carries,
                        Variadic<Train_AnyTensor>:$carries,
                        Variadic<Train_AnyTensor>:$stacked,
-                       Variadic<Train_AnyTensor>:$invariants);
+                       Variadic<Train_AnyTensor>:$invariants,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$residuals);
   let results = (outs Variadic<Train_AnyTensor>:$carry_results,
                       Variadic<Train_AnyTensor>:$stacked_results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $count (`reverse` $reverse^)? (`saving_carries` $saves_carries^)?
+    (`residuals` `(` $residuals^ `)`)?
     (`carry` `(` $carries^ `:` type($carries) `)`)?
     (`stacked` `(` $stacked^ `:` type($stacked) `)`)?
     (`invariant` `(` $invariants^ `:` type($invariants) `)`)?
@@ -245,6 +255,16 @@ def Train_RepeatOp : Train_Op<"repeat", [SingleBlock, IsolatedFromAbove,
   let extraClassDeclaration = [{
     YieldOp getYield();
     ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    /// Whether the backward reads saved values instead of recomputing.
+    bool keepsResiduals() { return getResiduals().has_value(); }
+    /// The number of saved values (`residuals`, 0 when absent).
+    size_t getNumResiduals() { return getResiduals().value_or(0); }
+    /// The stacked results the user's body yields (neither residuals nor
+    /// saved carries).
+    size_t getNumUserStacked() {
+      return getStackedResults().size() - getNumResiduals() -
+             (getSavesCarries() ? getCarries().size() : 0);
+    }
   }];
 }
 
@@ -265,7 +285,7 @@ def Train_YieldOp : Train_Op<"yield", [Terminator, HasParent<"RepeatOp">,
 
 def Train_MatmulOp : Train_ComputeOp<"matmul", [
     DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
-    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getMatmulFlops"]>]> {
   let summary = "(batched) matrix product with optional transposes";
   let description = [{
     `lhs` is [..., M, K] (or [..., K, M] with `transpose_lhs`), `rhs` is
@@ -466,7 +486,7 @@ def Train_RmsNormGradOp : Train_TypedOp<"rms_norm_grad", [
 def Train_AttentionOp : Train_TypedOp<"attention", [
     AllTypesMatch<["q", "k", "v", "result"]>,
     DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
-    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getBytesWritten"]>]> {
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getBytesWritten", "getAttentionFlops"]>]> {
   let summary = "scaled dot-product self-attention, optionally causal";
   let description = [{
     q, k, v and the result are [batch, heads, seq, head_dim]. The result is
@@ -503,7 +523,7 @@ def Train_CausalMaskOp : Train_TypedOp<"causal_mask", [
 
 def Train_AttentionGradOp : Train_TypedOp<"attention_grad", [
     AllTypesMatch<["q", "k", "v", "grad", "q_grad", "k_grad", "v_grad"]>,
-    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getAttentionFlops"]>]> {
   let summary = "backward of `train.attention`: q, k and v gradients";
   let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k,
                        Train_FloatTensor:$v, Train_FloatTensor:$grad,

@@ -152,3 +152,40 @@ train.model @twice {
   %l = train.reduce sum %w dims [0] : tensor<4xf32>
   train.output loss(%l : tensor<f32>) grads(%w : tensor<4xf32>)
 }
+
+// -----
+
+// A repeat that keeps residuals (the micro-batch loop) around a layer
+// loop: the forward prepares its own body (the layer loop saves its
+// carries there) and saves, per iteration, what the backward reads (the
+// layer loop's saved inputs and its output, which the loss's backward
+// reads); the backward recomputes none of the forward: its only layer loop
+// is the layer loop's backward (which still recomputes its layer).
+// CHECK-LABEL: train.model @residuals
+// CHECK: %{{.*}}, %[[SAVED:.*]]:3 = train.repeat 2 saving_carries residuals(2) carry(
+// CHECK: %[[H:.*]], %[[IN:.*]] = train.repeat 3 saving_carries carry(
+// CHECK: train.yield carry(%{{.*}} : tensor<f32>) stacked(%[[H]], %[[IN]], %{{.*}} : tensor<4xf32>, tensor<3x4xf32>, tensor<f32>)
+// CHECK: train.repeat 2 reverse carry({{.*}}) stacked(%[[SAVED]]#2, %{{.*}}, %[[SAVED]]#0, %[[SAVED]]#1 :
+// CHECK-NOT: saving_carries
+// CHECK: train.repeat 3 reverse
+// CHECK-NOT: train.repeat
+// CHECK: train.output
+train.model @residuals {
+  %w = train.param "w" init(#train.init<normal, 0.1>) : tensor<3x4xf32>
+  %x = train.input "x" : tensor<2x4xf32>
+  %zero = arith.constant dense<0.000000e+00> : tensor<f32>
+  %l = train.repeat 2 residuals(0) carry(%zero : tensor<f32>) stacked(%x : tensor<2x4xf32>) invariant(%w : tensor<3x4xf32>) : (tensor<f32>) {
+  ^bb0(%i: index, %acc: tensor<f32>, %xi: tensor<4xf32>, %ws: tensor<3x4xf32>):
+    %h = train.repeat 3 carry(%xi : tensor<4xf32>) stacked(%ws : tensor<3x4xf32>) : (tensor<4xf32>) {
+    ^bb0(%j: index, %c: tensor<4xf32>, %wj: tensor<4xf32>):
+      %y = train.mul %c, %wj : tensor<4xf32>, tensor<4xf32>
+      %t = train.tanh %y : tensor<4xf32>
+      train.yield carry(%t : tensor<4xf32>)
+    }
+    %sq = train.mul %h, %h : tensor<4xf32>, tensor<4xf32>
+    %s = train.reduce sum %sq dims [0] : tensor<4xf32>
+    %n = train.add %acc, %s : tensor<f32>, tensor<f32>
+    train.yield carry(%n : tensor<f32>)
+  }
+  train.output loss(%l : tensor<f32>)
+}

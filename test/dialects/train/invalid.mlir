@@ -321,6 +321,17 @@ func.func @repeat_args(%x: tensor<2x4xf32>) {
 
 // -----
 
+func.func @repeat_residuals(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'train.repeat' op has 2 residuals and 1 saved carries but 2 stacked results}}
+  %h, %s:2 = train.repeat 3 saving_carries residuals(2) carry(%x : tensor<2x4xf32>) : (tensor<2x4xf32>) stacked(tensor<3x2x4xf32>, tensor<3x2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<2x4xf32>):
+    train.yield carry(%c : tensor<2x4xf32>) stacked(%c, %c : tensor<2x4xf32>, tensor<2x4xf32>)
+  }
+  return
+}
+
+// -----
+
 func.func @repeat_yield(%x: tensor<2x4xf32>, %y: tensor<4xf32>) {
   %h = train.repeat 3 carry(%x : tensor<2x4xf32>) : (tensor<2x4xf32>) {
   ^bb0(%i: index, %c: tensor<2x4xf32>):

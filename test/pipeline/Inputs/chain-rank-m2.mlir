@@ -11,28 +11,28 @@ module {
     %5 = train.reshape %3 : tensor<2xi32> -> tensor<2x1xi32>
     %6 = train.reshape %4 : tensor<2xi32> -> tensor<2x1xi32>
     %7 = train.label_count %4 : tensor<2xi32>
-    %carry_results, %stacked_results:2 = train.repeat 2 saving_carries carry(%cst : tensor<f32>) stacked(%5, %6 : tensor<2x1xi32>, tensor<2x1xi32>) invariant(%0, %1, %2, %7 : tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>, tensor<f32>) : (tensor<f32>) stacked(tensor<2x1x4xf32>, tensor<2xf32>) {
+    %carry_results, %stacked_results:6 = train.repeat 2 saving_carries residuals(5) carry(%cst : tensor<f32>) stacked(%5, %6 : tensor<2x1xi32>, tensor<2x1xi32>) invariant(%0, %1, %2, %7 : tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>, tensor<f32>) : (tensor<f32>) stacked(tensor<2x3x1x4xf32>, tensor<2x1x4xf32>, tensor<2x1x1x4xf32>, tensor<2x1x8xf32>, tensor<2xf32>, tensor<2xf32>) {
     ^bb0(%arg0: index, %arg1: tensor<f32>, %arg2: tensor<1xi32>, %arg3: tensor<1xi32>, %arg4: tensor<8x4xf32>, %arg5: tensor<3x4x4xf32>, %arg6: tensor<1x4x4xf32>, %arg7: tensor<f32>):
       %16 = train.embedding %arg4, %arg2 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<1xi32>
-      %carry_results_11 = train.repeat 3 carry(%16 : tensor<1x4xf32>) stacked(%arg5 : tensor<3x4x4xf32>) : (tensor<1x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
+      %carry_results_11, %stacked_results_12 = train.repeat 3 saving_carries carry(%16 : tensor<1x4xf32>) stacked(%arg5 : tensor<3x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<3x1x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
       ^bb0(%arg8: index, %arg9: tensor<1x4xf32>, %arg10: tensor<4x4xf32>):
         %24 = train.matmul %arg9, %arg10 : tensor<1x4xf32>, tensor<4x4xf32>
-        train.yield carry(%24 : tensor<1x4xf32>)
+        train.yield carry(%24 : tensor<1x4xf32>) stacked(%arg9 : tensor<1x4xf32>)
       }
       dist.send %carry_results_11 to "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1x4xf32>
       %17 = dist.recv from "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>
-      %carry_results_12 = train.repeat 1 carry(%17 : tensor<1x4xf32>) stacked(%arg6 : tensor<1x4x4xf32>) : (tensor<1x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
+      %carry_results_13, %stacked_results_14 = train.repeat 1 saving_carries carry(%17 : tensor<1x4xf32>) stacked(%arg6 : tensor<1x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<1x1x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
       ^bb0(%arg8: index, %arg9: tensor<1x4xf32>, %arg10: tensor<4x4xf32>):
         %24 = train.matmul %arg9, %arg10 : tensor<1x4xf32>, tensor<4x4xf32>
-        train.yield carry(%24 : tensor<1x4xf32>)
+        train.yield carry(%24 : tensor<1x4xf32>) stacked(%arg9 : tensor<1x4xf32>)
       }
-      %18 = train.matmul %carry_results_12, %arg4 transpose_rhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>, tensor<8x4xf32>
+      %18 = train.matmul %carry_results_13, %arg4 transpose_rhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>, tensor<8x4xf32>
       %19 = train.cross_entropy %18, %arg3 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
       %20 = train.label_count %arg3 : tensor<1xi32>
       %21 = train.div %20, %arg7 : tensor<f32>, tensor<f32>
       %22 = train.mul %19, %21 : tensor<f32>, tensor<f32>
       %23 = train.add %arg1, %22 : tensor<f32>, tensor<f32>
-      train.yield carry(%23 : tensor<f32>) stacked(%17, %arg1 : tensor<1x4xf32>, tensor<f32>)
+      train.yield carry(%23 : tensor<f32>) stacked(%stacked_results_12, %carry_results_13, %stacked_results_14, %18, %21, %arg1 : tensor<3x1x4xf32>, tensor<1x4xf32>, tensor<1x1x4xf32>, tensor<1x8xf32>, tensor<f32>, tensor<f32>)
     }
     %cst_0 = arith.constant dense<1.000000e+00> : tensor<f32>
     %cst_1 = arith.constant dense<0.000000e+00> : tensor<8x4xf32>
@@ -42,55 +42,34 @@ module {
     %cst_5 = arith.constant dense<0.000000e+00> : tensor<8x4xf32>
     %cst_6 = arith.constant dense<0.000000e+00> : tensor<3x4x4xf32>
     %cst_7 = arith.constant dense<0.000000e+00> : tensor<1x4x4xf32>
-    %carry_results_8:5 = train.repeat 2 reverse carry(%cst_0, %cst_4, %cst_5, %cst_6, %cst_7 : tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>) stacked(%stacked_results#1, %5, %6, %stacked_results#0 : tensor<2xf32>, tensor<2x1xi32>, tensor<2x1xi32>, tensor<2x1x4xf32>) invariant(%0, %1, %2, %7 : tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>, tensor<f32>) : (tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>) {
-    ^bb0(%arg0: index, %arg1: tensor<f32>, %arg2: tensor<8x4xf32>, %arg3: tensor<8x4xf32>, %arg4: tensor<3x4x4xf32>, %arg5: tensor<1x4x4xf32>, %arg6: tensor<f32>, %arg7: tensor<1xi32>, %arg8: tensor<1xi32>, %arg9: tensor<1x4xf32>, %arg10: tensor<8x4xf32>, %arg11: tensor<3x4x4xf32>, %arg12: tensor<1x4x4xf32>, %arg13: tensor<f32>):
-      %16 = train.embedding %arg10, %arg7 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<1xi32>
-      %carry_results_11, %stacked_results_12 = train.repeat 3 saving_carries carry(%16 : tensor<1x4xf32>) stacked(%arg11 : tensor<3x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<3x1x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
-      ^bb0(%arg14: index, %arg15: tensor<1x4xf32>, %arg16: tensor<4x4xf32>):
-        %37 = train.matmul %arg15, %arg16 : tensor<1x4xf32>, tensor<4x4xf32>
-        train.yield carry(%37 : tensor<1x4xf32>) stacked(%arg15 : tensor<1x4xf32>)
+    %carry_results_8:5 = train.repeat 2 reverse carry(%cst_0, %cst_4, %cst_5, %cst_6, %cst_7 : tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>) stacked(%stacked_results#5, %5, %6, %stacked_results#0, %stacked_results#1, %stacked_results#2, %stacked_results#3, %stacked_results#4 : tensor<2xf32>, tensor<2x1xi32>, tensor<2x1xi32>, tensor<2x3x1x4xf32>, tensor<2x1x4xf32>, tensor<2x1x1x4xf32>, tensor<2x1x8xf32>, tensor<2xf32>) invariant(%0, %1, %2, %7 : tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>, tensor<f32>) : (tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>) {
+    ^bb0(%arg0: index, %arg1: tensor<f32>, %arg2: tensor<8x4xf32>, %arg3: tensor<8x4xf32>, %arg4: tensor<3x4x4xf32>, %arg5: tensor<1x4x4xf32>, %arg6: tensor<f32>, %arg7: tensor<1xi32>, %arg8: tensor<1xi32>, %arg9: tensor<3x1x4xf32>, %arg10: tensor<1x4xf32>, %arg11: tensor<1x1x4xf32>, %arg12: tensor<1x8xf32>, %arg13: tensor<f32>, %arg14: tensor<8x4xf32>, %arg15: tensor<3x4x4xf32>, %arg16: tensor<1x4x4xf32>, %arg17: tensor<f32>):
+      %16 = train.mul %arg1, %arg13 : tensor<f32>, tensor<f32>
+      %17 = train.cross_entropy_grad %arg12, %arg8, %16 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
+      %18 = train.matmul %17, %arg14 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<8x4xf32>
+      %19 = train.matmul %17, %arg10 transpose_lhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1x4xf32>
+      %carry_results_11, %stacked_results_12 = train.repeat 1 reverse carry(%18 : tensor<1x4xf32>) stacked(%arg11, %arg16 : tensor<1x1x4xf32>, tensor<1x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<1x4x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
+      ^bb0(%arg18: index, %arg19: tensor<1x4xf32>, %arg20: tensor<1x4xf32>, %arg21: tensor<4x4xf32>):
+        %26 = train.matmul %arg20, %arg21 : tensor<1x4xf32>, tensor<4x4xf32>
+        %27 = train.matmul %arg19, %arg21 transpose_rhs : tensor<1x4xf32>, tensor<4x4xf32>
+        %28 = train.matmul %arg20, %arg19 transpose_lhs : tensor<1x4xf32>, tensor<1x4xf32>
+        train.yield carry(%27 : tensor<1x4xf32>) stacked(%28 : tensor<4x4xf32>)
       }
-      %carry_results_13, %stacked_results_14 = train.repeat 1 saving_carries carry(%arg9 : tensor<1x4xf32>) stacked(%arg12 : tensor<1x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<1x1x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
-      ^bb0(%arg14: index, %arg15: tensor<1x4xf32>, %arg16: tensor<4x4xf32>):
-        %37 = train.matmul %arg15, %arg16 : tensor<1x4xf32>, tensor<4x4xf32>
-        train.yield carry(%37 : tensor<1x4xf32>) stacked(%arg15 : tensor<1x4xf32>)
+      dist.send %carry_results_11 to "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>
+      %20 = dist.recv from "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1x4xf32>
+      %carry_results_13, %stacked_results_14 = train.repeat 3 reverse carry(%20 : tensor<1x4xf32>) stacked(%arg9, %arg15 : tensor<3x1x4xf32>, tensor<3x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<3x4x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
+      ^bb0(%arg18: index, %arg19: tensor<1x4xf32>, %arg20: tensor<1x4xf32>, %arg21: tensor<4x4xf32>):
+        %26 = train.matmul %arg20, %arg21 : tensor<1x4xf32>, tensor<4x4xf32>
+        %27 = train.matmul %arg19, %arg21 transpose_rhs : tensor<1x4xf32>, tensor<4x4xf32>
+        %28 = train.matmul %arg20, %arg19 transpose_lhs : tensor<1x4xf32>, tensor<1x4xf32>
+        train.yield carry(%27 : tensor<1x4xf32>) stacked(%28 : tensor<4x4xf32>)
       }
-      %17 = train.matmul %carry_results_13, %arg10 transpose_rhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>, tensor<8x4xf32>
-      %18 = train.cross_entropy %17, %arg8 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
-      %19 = train.label_count %arg8 : tensor<1xi32>
-      %20 = train.div %19, %arg13 : tensor<f32>, tensor<f32>
-      %21 = train.mul %18, %20 : tensor<f32>, tensor<f32>
-      %22 = train.add %arg6, %21 : tensor<f32>, tensor<f32>
-      %23 = train.mul %arg1, %20 : tensor<f32>, tensor<f32>
-      %24 = train.mul %arg1, %18 : tensor<f32>, tensor<f32>
-      %25 = train.mul %24, %20 : tensor<f32>, tensor<f32>
-      %26 = train.div %25, %arg13 : tensor<f32>, tensor<f32>
-      %27 = train.scale %26 by -1.000000e+00 : tensor<f32>
-      %28 = train.cross_entropy_grad %17, %arg8, %23 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1xi32>
-      %29 = train.matmul %28, %arg10 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<8x4xf32>
-      %30 = train.matmul %28, %carry_results_13 transpose_lhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x8xf32>, tensor<1x4xf32>
-      %carry_results_15, %stacked_results_16 = train.repeat 1 reverse carry(%29 : tensor<1x4xf32>) stacked(%stacked_results_14, %arg12 : tensor<1x1x4xf32>, tensor<1x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<1x4x4xf32>) attributes {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} {
-      ^bb0(%arg14: index, %arg15: tensor<1x4xf32>, %arg16: tensor<1x4xf32>, %arg17: tensor<4x4xf32>):
-        %37 = train.matmul %arg16, %arg17 : tensor<1x4xf32>, tensor<4x4xf32>
-        %38 = train.matmul %arg15, %arg17 transpose_rhs : tensor<1x4xf32>, tensor<4x4xf32>
-        %39 = train.matmul %arg16, %arg15 transpose_lhs : tensor<1x4xf32>, tensor<1x4xf32>
-        train.yield carry(%38 : tensor<1x4xf32>) stacked(%39 : tensor<4x4xf32>)
-      }
-      dist.send %carry_results_15 to "pp" = 0 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4xf32>
-      %31 = dist.recv from "pp" = 1 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1x4xf32>
-      %carry_results_17, %stacked_results_18 = train.repeat 3 reverse carry(%31 : tensor<1x4xf32>) stacked(%stacked_results_12, %arg11 : tensor<3x1x4xf32>, tensor<3x4x4xf32>) : (tensor<1x4xf32>) stacked(tensor<3x4x4xf32>) attributes {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} {
-      ^bb0(%arg14: index, %arg15: tensor<1x4xf32>, %arg16: tensor<1x4xf32>, %arg17: tensor<4x4xf32>):
-        %37 = train.matmul %arg16, %arg17 : tensor<1x4xf32>, tensor<4x4xf32>
-        %38 = train.matmul %arg15, %arg17 transpose_rhs : tensor<1x4xf32>, tensor<4x4xf32>
-        %39 = train.matmul %arg16, %arg15 transpose_lhs : tensor<1x4xf32>, tensor<1x4xf32>
-        train.yield carry(%38 : tensor<1x4xf32>) stacked(%39 : tensor<4x4xf32>)
-      }
-      %32 = train.embedding_grad %arg7, %carry_results_17 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1xi32>, tensor<1x4xf32> -> tensor<8x4xf32>
-      %33 = train.add %arg2, %30 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<8x4xf32>, tensor<8x4xf32>
-      %34 = train.add %arg3, %32 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<8x4xf32>
-      %35 = train.add %arg4, %stacked_results_18 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>, tensor<3x4x4xf32>
-      %36 = train.add %arg5, %stacked_results_16 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>, tensor<1x4x4xf32>
-      train.yield carry(%arg1, %33, %34, %35, %36 : tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>)
+      %21 = train.embedding_grad %arg7, %carry_results_13 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<1xi32>, tensor<1x4xf32> -> tensor<8x4xf32>
+      %22 = train.add %arg2, %19 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<8x4xf32>, tensor<8x4xf32>
+      %23 = train.add %arg3, %21 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>, tensor<8x4xf32>
+      %24 = train.add %arg4, %stacked_results_14 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>, tensor<3x4x4xf32>
+      %25 = train.add %arg5, %stacked_results_12 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>, tensor<1x4x4xf32>
+      train.yield carry(%arg1, %22, %23, %24, %25 : tensor<f32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>)
     }
     %8 = train.add %cst_1, %carry_results_8#1 : tensor<8x4xf32>, tensor<8x4xf32>
     %9 = train.add %8, %carry_results_8#2 : tensor<8x4xf32>, tensor<8x4xf32>
