@@ -114,23 +114,65 @@ FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
 
   for (Operation &op : body.without_terminator())
     layout.stepOps.insert(&op);
-  // Evaluation runs the ops the loss depends on.
-  SmallVector<Operation *> work;
-  if (Operation *def = output.getLoss().getDefiningOp())
-    work.push_back(def);
+  // Evaluation runs the ops the loss depends on, inside loops too: of a
+  // loop that also computes gradients (a micro-batch's forward and
+  // backward in one iteration), only the forward.
+  SmallVector<Value> work{output.getLoss()};
+  DenseSet<Value> needed;
+  auto need = [&](Value v) {
+    if (needed.insert(v).second)
+      work.push_back(v);
+  };
+  auto mark = [&](Operation *op) {
+    for (; op && op != model.getOperation(); op = op->getParentOp())
+      layout.evalOps.insert(op);
+  };
+  // The slice, then, in every block it reaches, the ops that return
+  // nothing (a pipeline's sends, which the receives they pair with need),
+  // until nothing more is needed.
+  bool grew = true;
+  while (grew) {
   while (!work.empty()) {
-    Operation *op = work.pop_back_val();
-    if (!layout.evalOps.insert(op).second)
+    Value v = work.pop_back_val();
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto repeat = dyn_cast<RepeatOp>(arg.getOwner()->getParentOp());
+      if (!repeat || arg.getArgNumber() == 0)
+        continue;
+      unsigned n = arg.getArgNumber() - 1;
+      need(repeat->getOperand(n));
+      if (n < repeat.getCarries().size())
+        need(repeat.getYield().getCarries()[n]);
       continue;
-    auto visit = [&](Value v) {
-      if (Operation *def = v.getDefiningOp())
-        if (Operation *anc = body.findAncestorOpInBlock(*def))
-          work.push_back(anc);
-    };
-    op->walk([&](Operation *nested) {
-      for (Value v : nested->getOperands())
-        visit(v);
-    });
+    }
+    Operation *def = v.getDefiningOp();
+    mark(def);
+    if (auto repeat = dyn_cast<RepeatOp>(def)) {
+      unsigned n = cast<OpResult>(v).getResultNumber();
+      size_t carries = repeat.getCarries().size();
+      YieldOp yield = repeat.getYield();
+      if (n < carries) {
+        need(repeat.getCarries()[n]);
+        need(yield.getCarries()[n]);
+      } else {
+        need(yield.getStacked()[n - carries]);
+      }
+      continue;
+    }
+    for (Value operand : def->getOperands())
+      need(operand);
+  }
+  grew = false;
+  DenseSet<Block *> reached;
+  for (Operation *op : layout.evalOps)
+    reached.insert(op->getBlock());
+  for (Block *block : reached)
+    for (Operation &op : *block)
+      if (op.getNumResults() == 0 && !op.hasTrait<OpTrait::IsTerminator>() &&
+          layout.evalOps.insert(&op).second) {
+        grew = true;
+        for (Value operand : op.getOperands())
+          need(operand);
+      }
   }
 
   // An update is written in place when its op is the last to read the value

@@ -52,6 +52,9 @@ struct ModelLayout {
   /// Updates that are not in place: (tensor index, new value), copied at the
   /// end of the step.
   llvm::SmallVector<std::pair<int64_t, mlir::Value>> copiedUpdates;
+  /// The ops each function runs: every op of the model for the step; for
+  /// the evaluation, the ops the loss depends on, at every depth (a loop's
+  /// body ops that compute no part of the loss are left out).
   llvm::DenseSet<mlir::Operation *> stepOps, evalOps;
 };
 

@@ -73,6 +73,15 @@ int64_t loom::analysis::plannedBytes(Value v, bool scheduled) {
   return bytes;
 }
 
+const DenseSet<Operation *> *
+loom::analysis::nestedOps(const DenseSet<Operation *> *ops, Block &block) {
+  if (!ops || llvm::none_of(block, [&](Operation &op) {
+        return ops->contains(&op);
+      }))
+    return nullptr;
+  return ops;
+}
+
 std::optional<double> loom::analysis::carrySeed(Value v) {
   auto constant = v.getDefiningOp<arith::ConstantOp>();
   auto dense = constant ? dyn_cast<DenseFPElementsAttr>(constant.getValue())
@@ -354,7 +363,8 @@ struct Planner {
         continue;
       }
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
-        int64_t inner = alignUp(planBlock(repeat.getBodyBlock(), nullptr));
+        int64_t inner = alignUp(planBlock(repeat.getBodyBlock(),
+                                          nestedOps(only, repeat.getBodyBlock())));
         // The spanned loops' iterations run one at a time (an action), so
         // their bodies share one scratch interval over the span.
         if (!inSpan) {

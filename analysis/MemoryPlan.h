@@ -61,6 +61,13 @@ llvm::SmallVector<mlir::Operation *, 3> scheduledLoops(loom::train::ModelOp mode
 /// below the micro-batch count), 0 otherwise.
 int64_t scheduleSlots(mlir::Value stackedResult);
 
+/// The ops of a loop's body `block` that a function running `ops` runs:
+/// `ops` itself where it names ops of that block (the evaluation's slice of
+/// a loop), null (all of them) where it names none (the step names the
+/// model's ops only).
+const llvm::DenseSet<mlir::Operation *> *
+nestedOps(const llvm::DenseSet<mlir::Operation *> *ops, mlir::Block &block);
+
 /// When `v` is a splat float constant that only starts loops' carries
 /// (the zeros of gradient accumulators), its value: it gets no buffer of
 /// its own, each loop fills its carry with it.

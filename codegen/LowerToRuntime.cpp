@@ -415,7 +415,7 @@ struct Emitter {
                {ctx, bufferOf(result),
                 i64(shapeId(cast<RankedTensorType>(init.getType()).getShape())),
                 f64(*seed)});
-        else
+        else if (bufferOf(init))
           copy(bufferOf(result), bufferOf(init), init.getType());
       });
     return success();
@@ -477,13 +477,13 @@ struct Emitter {
       return actionSlot && scheduleSlots(stacked) ? actionSlot : index;
     };
     for (auto [s, operand] : llvm::enumerate(repeat.getStacked()))
-      buffers[body.getArgument(1 + numCarries + s)] =
-          view(bufferOf(operand), at(operand),
-               tensorBytes(operand.getType()) / count);
+      if (Value whole = bufferOf(operand))
+        buffers[body.getArgument(1 + numCarries + s)] =
+            view(whole, at(operand), tensorBytes(operand.getType()) / count);
     for (auto [j, inv] : llvm::enumerate(repeat.getInvariants()))
       buffers[body.getArgument(1 + numCarries + repeat.getStacked().size() +
                                j)] = bufferOf(inv);
-    if (failed(emitOps(body, nullptr)))
+    if (failed(emitOps(body, nestedOps(functionOps, body))))
       return failure();
 
     YieldOp yield = repeat.getYield();
@@ -498,8 +498,9 @@ struct Emitter {
     };
     for (auto [slice, result] :
          llvm::zip(yield.getStacked(), repeat.getStackedResults())) {
-      // A residual this function does not keep (the evaluation's).
-      if (!bufferOf(result))
+      // A residual this function does not keep, or a slice it does not
+      // compute (the evaluation's).
+      if (!bufferOf(result) || !bufferOf(slice))
         continue;
       emitWhen(keeps(slice, result), [&] {
         copy(view(bufferOf(result), at(result),
@@ -512,6 +513,10 @@ struct Emitter {
       if (arg && arg.getOwner() == &body && arg.getArgNumber() != 1 + i)
         return yield.emitOpError("yields another iteration argument as carry ")
                << i << ", which the code generator does not support";
+      // A carry this function does not compute (the evaluation's
+      // gradient accumulators).
+      if (!bufferOf(next))
+        continue;
       emitWhen(keeps(next, repeat.getCarryResults()[i]), [&] {
         copy(bufferOf(repeat.getCarryResults()[i]), bufferOf(next),
              next.getType());
@@ -519,6 +524,10 @@ struct Emitter {
     }
     return success();
   }
+
+  /// The ops the function being emitted runs (Layout's stepOps or
+  /// evalOps), at every depth.
+  const DenseSet<Operation *> *functionOps = nullptr;
 
   /// The stage of the schedule's action being emitted (an i64), and its
   /// slot (an index: where its micro-batch's saved values live), or null
@@ -890,6 +899,8 @@ struct Emitter {
       if (!v.getDefiningOp() ||
           isa<ParamOp, StateOp, InputOp, IterationOp>(v.getDefiningOp()))
         buffers[v] = tensorHandles[t];
+    functionOps = &ops;
+    llvm::scope_exit forget([&] { functionOps = nullptr; });
     if (failed(findScheduledLoops()) || failed(emitOps(body, &ops)))
       return failure();
     // Posted sends complete before the step ends.
