@@ -724,7 +724,10 @@ struct Emitter {
       return arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, kind,
                                    i32(k));
     };
+    call("loomrt_pipeline_trace", {ctx, k, i32(1)});
     auto branch = scf::IfOp::create(b, loc(), is(0), /*withElseRegion=*/true);
+    b.setInsertionPointAfter(branch);
+    call("loomrt_pipeline_trace", {ctx, k, i32(0)});
     b.setInsertionPointToStart(&branch.getThenRegion().front());
     if (failed(emitIteration(scheduledForward, mb)))
       return failure();

@@ -337,6 +337,9 @@ Costs Costs::uniform(const Schedule &schedule) {
 }
 
 double Costs::of(const Action &a) const {
+  if (!actions.empty())
+    if (auto it = actions.find(a.str()); it != actions.end())
+      return it->second;
   switch (a.work) {
   case Work::Forward:
     return forward[a.stage];

@@ -25,6 +25,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -109,6 +110,9 @@ std::string printDriverCSV(const Schedule &schedule, const Slots &slots);
 /// costs its input and weight parts together).
 struct Costs {
   std::vector<double> forward, backwardInput, backwardWeight;
+  /// Durations of single actions ("1F3"), which override their stage's
+  /// cost: a run's own timings (loom-schedule --durations).
+  std::map<std::string, double> actions;
   /// Every stage the same: a rank's V stages together cost 1 forward, 1
   /// backward-input and 1 backward-weight.
   static Costs uniform(const Schedule &schedule);

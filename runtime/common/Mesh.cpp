@@ -161,12 +161,18 @@ void loomrt::writeTrace(loomrt_ctx *ctx) {  if (ctx->tracePath.empty())
   std::fprintf(out, "{\"traceEvents\": [\n");
   std::fprintf(out,
                "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, "
-               "\"args\": {\"name\": \"rank %d\"}},\n"
+               "\"args\": {\"name\": \"rank %d\", \"clock_origin_us\": %.3f}},\n"
                "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, "
                "\"tid\": 0, \"args\": {\"name\": \"compute\"}},\n"
                "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, "
                "\"tid\": 1, \"args\": {\"name\": \"communication\"}}",
-               ctx->rank, ctx->rank, ctx->rank, ctx->rank);
+               ctx->rank, ctx->rank,
+               // The monotonic clock at the trace's zero: the same clock
+               // for every process of a node, so ranks' traces align.
+               std::chrono::duration<double, std::micro>(
+                   ctx->traceStart.time_since_epoch())
+                   .count(),
+               ctx->rank, ctx->rank);
   for (const auto &e : ctx->trace)
     std::fprintf(out,
                  ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "

@@ -87,4 +87,13 @@ int64_t loomrt_pipeline_slot(loomrt_ctx *ctx, int64_t k) {
   return ctx->actions.at(size_t(k)).slot;
 }
 
+void loomrt_pipeline_trace(loomrt_ctx *ctx, int64_t k, int32_t begin) {
+  if (ctx->tracePath.empty())
+    return;
+  const auto &a = ctx->actions.at(size_t(k));
+  std::string name = std::to_string(a.stage) + "FBIW"[a.kind] +
+                     std::to_string(a.microBatch);
+  loomrt_trace_span(ctx, name.c_str(), begin);
+}
+
 } // extern "C"

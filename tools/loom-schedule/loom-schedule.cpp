@@ -44,6 +44,11 @@ static cl::opt<std::string>
                       "costs: F,I,W for every stage, or F,I,W;F,I,W;... one "
                       "triple per stage (default 1,1,1 per rank, split over "
                       "its virtual stages)"));
+static cl::opt<std::string> durationsFile(
+    "durations",
+    cl::desc("A file of measured action durations, one 'action duration' "
+             "per line ('1F3 2417.5'), which override --costs for those "
+             "actions (a run's own timings, as its trace gives them)"));
 static cl::opt<std::string> emit("emit", cl::desc("text or csv"),
                                  cl::init("text"));
 static cl::opt<std::string> svg("svg",
@@ -112,6 +117,26 @@ int main(int argc, char **argv) {
   if (!costSpec.empty())
     if (Error e = parseCosts(costSpec, schedule->numStages(), costs))
       return fail(toString(std::move(e)));
+  if (!durationsFile.empty()) {
+    auto file = MemoryBuffer::getFile(durationsFile);
+    if (!file)
+      return fail("cannot read '" + durationsFile +
+                  "': " + file.getError().message());
+    SmallVector<StringRef> lines;
+    (*file)->getBuffer().split(lines, '\n', -1, false);
+    for (auto [n, line] : llvm::enumerate(lines)) {
+      auto [name, value] = line.trim().split(' ');
+      double d = 0;
+      Expected<Action> action = parseAction(name);
+      if (!action || value.trim().getAsDouble(d) || d < 0) {
+        if (!action)
+          consumeError(action.takeError());
+        return fail(durationsFile + ":" + Twine(n + 1) + ": '" + line +
+                    "' is not an action and a duration ('1F3 2417.5')");
+      }
+      costs.actions[action->str()] = d;
+    }
+  }
   Expected<Simulation> sim = simulate(*schedule, costs);
   if (!sim)
     return fail(schedule->name + ": " + toString(sim.takeError()));

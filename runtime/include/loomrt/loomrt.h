@@ -221,6 +221,9 @@ int32_t loomrt_pipeline_kind(loomrt_ctx *ctx, int64_t k);
 int64_t loomrt_pipeline_stage(loomrt_ctx *ctx, int64_t k);
 int64_t loomrt_pipeline_micro_batch(loomrt_ctx *ctx, int64_t k);
 int64_t loomrt_pipeline_slot(loomrt_ctx *ctx, int64_t k);
+/* Begins (begin = 1) or ends (0) action k's span in the trace, named as
+   the schedule names it ("1F3"). */
+void loomrt_pipeline_trace(loomrt_ctx *ctx, int64_t k, int32_t begin);
 
 /* Asynchronous forms: the collective starts on the context's communication
    stream (collectives run one after another in issue order, overlapping the
