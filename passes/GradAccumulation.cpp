@@ -2,6 +2,8 @@
 
 #include "passes/Passes.h"
 
+#include "dialects/train/Adjoint.h"
+
 #include "dialects/dist/PipelineLoops.h"
 #include "passes/PipelineStages.h"
 
@@ -479,31 +481,15 @@ struct TrainInterleaveMicroBatchesPass
   /// Makes stacked result `slice` of `inner` start from `acc`, replacing
   /// `add` (acc + that result).
   void fold(RepeatOp inner, size_t slice, Value acc, AddOp add) {
-    OpBuilder b(inner);
-    SmallVector<Value> stacked(inner.getStacked());
-    stacked.push_back(acc);
-    auto folded = RepeatOp::create(
-        b, inner.getLoc(), inner.getCarryResults().getTypes(),
-        inner.getStackedResults().getTypes(), inner.getCount(),
-        inner.getReverse(), inner.getSavesCarries(), inner.getCarries(),
-        stacked, inner.getInvariants(), inner.getResidualsAttr());
-    folded->setDiscardableAttrs(inner->getDiscardableAttrDictionary());
-    folded.getBody().takeBody(inner.getBody());
-    Block &body = folded.getBodyBlock();
-    auto t = cast<RankedTensorType>(acc.getType());
-    BlockArgument accSlice = body.insertArgument(
-        1 + inner.getCarries().size() + inner.getStacked().size(),
-        RankedTensorType::get(t.getShape().drop_front(), t.getElementType()),
-        acc.getLoc());
+    SmallVector<BlockArgument> accSlices;
+    RepeatOp folded = appendStackedOperands(inner, acc, accSlices);
     YieldOp yield = folded.getYield();
     OpBuilder y(yield);
-    Value contribution = yield.getStacked()[slice];
-    Value sum = AddOp::create(y, add.getLoc(), accSlice, contribution);
+    Value sum = AddOp::create(y, add.getLoc(), accSlices[0],
+                              yield.getStacked()[slice]);
     yield.getStackedMutable()[slice].set(sum);
     add.getResult().replaceAllUsesWith(folded.getStackedResults()[slice]);
     add.erase();
-    inner->replaceAllUsesWith(folded->getResults());
-    inner.erase();
   }
 };
 

@@ -239,32 +239,17 @@ struct Transfers {
     forward.erase();
 
     // The backward loop reads them as stacked operands.
-    size_t bCarries = backward.getCarries().size();
-    size_t bStacked = backward.getStacked().size();
-    SmallVector<Value> stacked(backward.getStacked());
-    for (size_t k = 0; k < received.size(); ++k)
-      stacked.push_back(saving.getStackedResults()[numUser + k]);
-    OpBuilder bb(backward);
-    auto reading = RepeatOp::create(
-        bb, backward.getLoc(), backward.getCarryResults().getTypes(),
-        backward.getStackedResults().getTypes(), backward.getCount(),
-        backward.getReverse(), backward.getSavesCarries(),
-        backward.getCarries(), stacked, backward.getInvariants(),
-        backward.getResidualsAttr());
-    reading->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
-    reading.getBody().takeBody(backward.getBody());
-    Block &body = reading.getBodyBlock();
-    for (auto [k, r] : llvm::enumerate(received)) {
-      BlockArgument slice = body.insertArgument(
-          1 + bCarries + bStacked + k, r.getType(), r.getLoc());
+    SmallVector<BlockArgument> readSlices;
+    appendStackedOperands(
+        backward, saving.getStackedResults().slice(numUser, received.size()),
+        readSlices);
+    for (auto [k, slice] : llvm::enumerate(readSlices)) {
       auto [v, from, to] = bEdges[k];
       v.replaceUsesWithIf(slice, [&, to = to](OpOperand &use) {
         std::optional<int64_t> s = stageOf(use.getOwner());
         return s && *s == to;
       });
     }
-    backward.replaceAllUsesWith(reading.getResults());
-    backward.erase();
   }
 
   /// A micro-batch loop that keeps residuals: where its backward reads on
@@ -353,31 +338,16 @@ struct Transfers {
     forward.erase();
 
     // The backward: reads them on the receiving stages.
-    size_t bStacked = backward.getStacked().size();
-    SmallVector<Value> stacked(backward.getStacked());
-    for (size_t k = 0; k < edges.size(); ++k)
-      stacked.push_back(saving.getStackedResults()[numUser + numResiduals + k]);
-    OpBuilder bb(backward);
-    auto reading = RepeatOp::create(
-        bb, backward.getLoc(), backward.getCarryResults().getTypes(),
-        backward.getStackedResults().getTypes(), backward.getCount(),
-        backward.getReverse(), backward.getSavesCarries(),
-        backward.getCarries(), stacked, backward.getInvariants(),
-        backward.getResidualsAttr());
-    reading->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
-    reading.getBody().takeBody(backward.getBody());
-    Block &body = reading.getBodyBlock();
-    for (auto [k, e] : llvm::enumerate(edges)) {
-      BlockArgument slice = body.insertArgument(
-          1 + bCarries + bStacked + k, e.received.getType(),
-          e.received.getLoc());
+    SmallVector<BlockArgument> readSlices;
+    appendStackedOperands(
+        backward,
+        saving.getStackedResults().slice(numUser + numResiduals, edges.size()),
+        readSlices);
+    for (auto [e, slice] : llvm::zip(edges, readSlices))
       e.saved.replaceUsesWithIf(slice, [&, to = e.to](OpOperand &use) {
         std::optional<int64_t> s = stageOf(use.getOwner());
         return s && *s == to;
       });
-    }
-    backward.replaceAllUsesWith(reading.getResults());
-    backward.erase();
   }
 
   /// The micro-batch loop and its backward: a forward repeat saving its

@@ -490,3 +490,29 @@ void loom::train::pruneResiduals(Operation *root) {
     forward.erase();
   }
 }
+
+RepeatOp loom::train::appendStackedOperands(RepeatOp repeat, ValueRange extra,
+                                            SmallVectorImpl<BlockArgument> &slices) {
+  OpBuilder b(repeat);
+  SmallVector<Value> stacked(repeat.getStacked());
+  llvm::append_range(stacked, extra);
+  auto copy = RepeatOp::create(
+      b, repeat.getLoc(), repeat.getCarryResults().getTypes(),
+      repeat.getStackedResults().getTypes(), repeat.getCount(),
+      repeat.getReverse(), repeat.getSavesCarries(), repeat.getCarries(),
+      stacked, repeat.getInvariants(), repeat.getResidualsAttr());
+  copy->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
+  copy.getBody().takeBody(repeat.getBody());
+  Block &body = copy.getBodyBlock();
+  unsigned at = 1 + repeat.getCarries().size() + repeat.getStacked().size();
+  for (Value v : extra) {
+    auto t = cast<RankedTensorType>(v.getType());
+    slices.push_back(body.insertArgument(
+        at++,
+        RankedTensorType::get(t.getShape().drop_front(), t.getElementType()),
+        v.getLoc()));
+  }
+  repeat->replaceAllUsesWith(copy->getResults());
+  repeat.erase();
+  return copy;
+}

@@ -16,6 +16,8 @@
 
 namespace loom::train {
 
+class RepeatOp;
+
 /// The values defined in `block` (its arguments included) that depend on one
 /// of `sources` through float-typed data flow.
 llvm::DenseSet<mlir::Value> computeActive(mlir::Block &block,
@@ -44,6 +46,13 @@ void eraseDeadOps(mlir::Block &block);
 /// backward does not read: the backward's stacked operand and the forward's
 /// stacked result, in every repeat nested in `root`.
 void pruneResiduals(mlir::Operation *root);
+
+/// Re-creates `repeat` with `extra` appended to its stacked operands: its
+/// body moves over and gains one slice argument per extra operand, after
+/// the other slices (returned in `slices`); the old op's results are
+/// replaced and it is erased.
+RepeatOp appendStackedOperands(RepeatOp repeat, mlir::ValueRange extra,
+                               llvm::SmallVectorImpl<mlir::BlockArgument> &slices);
 
 /// a + b, where a null `a` stands for zero.
 mlir::Value accumulate(mlir::OpBuilder &b, mlir::Location loc, mlir::Value a,
