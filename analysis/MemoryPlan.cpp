@@ -362,6 +362,26 @@ struct Planner {
         }
         continue;
       }
+      // A pointwise op writes its result over an operand of the same type
+      // that nothing reads after it (its kernel reads element i before it
+      // writes it): a gradient scaled by clipping's factor, an activation
+      // function's input.
+      if (op.hasTrait<PointwiseKernel>() && op.getNumResults() == 1 &&
+          !inSpan && !persistent.count(op.getResult(0))) {
+        Value result = op.getResult(0);
+        auto over = llvm::find_if(op.getOperands(), [&](Value operand) {
+          auto p = intervalOf.find(rootOf(operand));
+          return operand.getType() == result.getType() &&
+                 p != intervalOf.end() && intervals[p->second].last == at;
+        });
+        if (over != op.operand_end()) {
+          Value src = rootOf(*over);
+          root[result] = src;
+          Interval &interval = intervals[intervalOf[src]];
+          interval.last = std::max(interval.last, lastUse(result, at));
+          continue;
+        }
+      }
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         int64_t inner = alignUp(planBlock(repeat.getBodyBlock(),
                                           nestedOps(only, repeat.getBodyBlock())));

@@ -25,6 +25,16 @@
 #define GET_ATTRDEF_CLASSES
 #include "dialects/train/TrainAttrs.h.inc"
 
+namespace loom::train {
+/// A pointwise op whose kernel reads element i of each operand before it
+/// writes element i of its result: its result may take the buffer of an
+/// operand of the same type that nothing reads after it (the memory plan's
+/// in-place rule, analysis/MemoryPlan.cpp).
+template <typename ConcreteType>
+class PointwiseKernel
+    : public mlir::OpTrait::TraitBase<ConcreteType, PointwiseKernel> {};
+} // namespace loom::train
+
 namespace loom::train::detail {
 int64_t defaultFlops(mlir::Operation *op);
 int64_t defaultBytesRead(mlir::Operation *op);

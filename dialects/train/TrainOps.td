@@ -45,9 +45,15 @@ class Train_TypedOp<string mnemonic, list<Trait> traits = [],
     : Train_Op<mnemonic, !listconcat(traits,
         [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>, kernel])>;
 
+// The result may be written over an operand of the same type that nothing
+// reads after (TrainDialect.h).
+def Train_PointwiseKernel : NativeOpTrait<"PointwiseKernel"> {
+  let cppNamespace = "::loom::train";
+}
+
 // Pointwise functions of one tensor. Each names its backward rule in C++.
 class Train_UnaryOp<string mnemonic, string formula>
-    : Train_TypedOp<mnemonic, [SameOperandsAndResultType,
+    : Train_TypedOp<mnemonic, [SameOperandsAndResultType, Train_PointwiseKernel,
         DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
         Train_CostOpInterface]> {
   let summary = "pointwise " # mnemonic;
@@ -59,7 +65,7 @@ class Train_UnaryOp<string mnemonic, string formula>
 
 // Elementwise functions of two tensors with numpy broadcasting.
 class Train_BinaryOp<string mnemonic, string formula>
-    : Train_ComputeOp<mnemonic, [
+    : Train_ComputeOp<mnemonic, [Train_PointwiseKernel,
         DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
         Train_CostOpInterface]> {
   let summary = "elementwise " # mnemonic # " with broadcasting";
@@ -83,7 +89,7 @@ class Train_BinaryOp<string mnemonic, string formula>
 // Gradients of pointwise functions: f'(input) * grad.
 class Train_UnaryGradOp<string mnemonic, string of>
     : Train_TypedOp<mnemonic, [AllTypesMatch<["input", "grad", "result"]>,
-        Train_CostOpInterface]> {
+        Train_PointwiseKernel, Train_CostOpInterface]> {
   let summary = "backward of `train." # of # "`";
   let description = "Returns `grad * d" # of # "/dx` evaluated at `input` "
     # "(for tanh, `input` is the forward result).";

@@ -1,17 +1,22 @@
 // RUN: loom-opt %s --loom-pipeline --loom-memory-plan -split-input-file -verify-diagnostics | FileCheck %s
 
-// Liveness-based reuse: the product dies once exp has read it, so the
-// backward's broadcast takes its bytes; reshapes alias their input; the
-// parameter update is written in place (outside the arena, -1); the arena
-// peak is 448 bytes (five 128-byte activations would need 640 without reuse).
+// Liveness-based reuse: the product dies once exp has read it, and exp,
+// pointwise, writes over it (a pointwise op takes the bytes of an operand
+// of its type that nothing reads after it); reshapes alias their input;
+// the backward's broadcast takes fresh bytes and its two products write
+// over them; the parameter update is written in place (outside the arena,
+// -1); the arena peak is 384 bytes (five 128-byte activations would need
+// 640 without reuse).
 // CHECK-LABEL: train.model @chain
-// CHECK-SAME: loom.peak_bytes = 448
+// CHECK-SAME: loom.peak_bytes = 384
 // CHECK: train.param "w" {{.*}}loom.offsets = array<i64: -1>
 // CHECK: %[[A:.*]] = train.mul {{.*}}loom.offsets = array<i64: 0>
-// CHECK: %[[B:.*]] = train.exp %[[A]] {loom.offsets = array<i64: 128>}
-// CHECK: train.reshape %[[B]] {loom.offsets = array<i64: 128>}
-// CHECK: %[[G:.*]] = train.broadcast {{.*}}loom.offsets = array<i64: 0>
-// CHECK: train.reshape %[[G]] {loom.offsets = array<i64: 0>}
+// CHECK: %[[B:.*]] = train.exp %[[A]] {loom.offsets = array<i64: 0>}
+// CHECK: train.reshape %[[B]] {loom.offsets = array<i64: 0>}
+// CHECK: %[[G:.*]] = train.broadcast {{.*}}loom.offsets = array<i64: 128>
+// CHECK: %[[GR:.*]] = train.reshape %[[G]] {loom.offsets = array<i64: 128>}
+// CHECK: %[[D:.*]] = train.mul %[[GR]], %[[B]] {loom.offsets = array<i64: 128>}
+// CHECK: train.mul %[[D]], %{{.*}} {loom.offsets = array<i64: 128>}
 // CHECK: train.sgd_update {{.*}}loom.offsets = array<i64: -1>
 train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %w = train.param "w" init(#train.init<normal, 1.0>) : tensor<4x8xf32>
@@ -25,14 +30,14 @@ train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.sched
 
 // -----
 
-// A repeat body is planned once, for one iteration: its two values take
-// bytes [0, 128) of the arena while the repeat runs, apart from the carry
-// (128) and the saved carries (384).
+// A repeat body is planned once, for one iteration: its two values share
+// bytes [0, 64) of the arena (tanh writes over the product) while the
+// repeat runs, apart from the carry (64) and the saved carries (384).
 // CHECK-LABEL: train.model @stack
-// CHECK: train.repeat 3 saving_carries {{.*}}loom.offsets = array<i64: 128, 384>
+// CHECK: train.repeat 3 saving_carries {{.*}}loom.offsets = array<i64: 64, 384>
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: train.matmul {{.*}}loom.offsets = array<i64: 0>
-// CHECK-NEXT: train.tanh {{.*}}loom.offsets = array<i64: 64>
+// CHECK-NEXT: train.tanh {{.*}}loom.offsets = array<i64: 0>
 // CHECK: train.repeat 3 reverse
 train.model @stack attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %w = train.param "w" init(#train.init<normal, 0.5>) : tensor<3x4x4xf32>

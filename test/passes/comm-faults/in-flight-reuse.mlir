@@ -14,10 +14,11 @@ train.model @m attributes {optimizer = #train.sgd<>, schedule = #train.schedule<
   %r = train.relu %h : tensor<8x16xf32>
   %y = train.matmul %r, %v : tensor<8x16xf32>, tensor<16x4xf32>
   // The labelled-token count's all-reduce is started here and waited
-  // before the loss's gradient is scaled.
-  // expected-error @+2 {{the buffer of this asynchronous all-reduce (arena bytes [640, 644)) is reused by 'arith.constant' before its 'dist.wait'}}
+  // before the loss's gradient is scaled; the faulty plan puts the local
+  // count, made from this op too, in its buffer.
+  // expected-error @+3 {{the buffer of this asynchronous all-reduce (arena bytes [448, 452)) is reused by 'train.label_count' before its 'dist.wait'}}
+  // expected-note @+2 {{writes arena bytes [448, 452) here}}
   // expected-note @+1 {{the wait}}
   %l = train.cross_entropy %y, %t : tensor<8x4xf32>, tensor<8xi32>
-  // expected-note @+1 {{writes arena bytes [640, 644) here}}
   train.output loss(%l : tensor<f32>)
 }
