@@ -14,6 +14,9 @@
 #include "dialects/train/Adjoint.h"
 #include "passes/PipelineStages.h"
 
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SetVector.h"
+
 #include <map>
 
 namespace loom {
@@ -691,22 +694,28 @@ struct Transfers {
       if (!parts[k].empty())
         body.eraseArgument(1 + k);
 
-    // After the loop: each gradient is its initial value plus its stages'
-    // parts, padded to the whole parameter.
+    // After the loop: each gradient is its initial value (unless zero)
+    // plus its stages' parts, padded to the whole parameter.
     OpBuilder after(loop);
     after.setInsertionPointAfter(loop);
     size_t keptIndex = 0, partIndex = kept;
+    llvm::SetVector<Operation *> zeros;
     for (auto [k, result] : llvm::enumerate(backward.getCarryResults())) {
       if (parts[k].empty()) {
         result.replaceAllUsesWith(loop.getCarryResults()[keptIndex++]);
         continue;
       }
-      Value total = backward.getCarries()[k];
+      Value init = backward.getCarries()[k];
+      Value total = init;
+      if (matchPattern(init, m_AnyZeroFloat())) {
+        zeros.insert(init.getDefiningOp());
+        total = Value();
+      }
       for (Part &part : parts[k]) {
         Value acc = loop.getCarryResults()[partIndex++];
         if (part.low)
           acc = PadOp::create(after, loc, acc, part.low, part.high);
-        total = AddOp::create(after, loc, total, acc);
+        total = total ? Value(AddOp::create(after, loc, total, acc)) : acc;
       }
       result.replaceAllUsesWith(total);
     }
@@ -714,6 +723,9 @@ struct Transfers {
          llvm::zip(backward.getStackedResults(), loop.getStackedResults()))
       old.replaceAllUsesWith(now);
     backward.erase();
+    for (Operation *zero : zeros)
+      if (zero->use_empty())
+        zero->erase();
   }
 };
 

@@ -43,14 +43,14 @@
 // CHECK-NEXT: train.add %arg4, %{{.*}} {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>
 // CHECK-NEXT: train.yield carry(
 // CHECK-NEXT: }
-// After the loop, once: the tied embedding's parts summed and reduced
-// over pp; each stage's weight gradient taken on its stage, not reduced.
-// CHECK-NEXT: %[[E0:.*]] = train.add %{{.*}}, %[[W]]#0 : tensor<8x4xf32>
-// CHECK-NEXT: %[[E:.*]] = train.add %[[E0]], %[[W]]#1 : tensor<8x4xf32>
+// After the loop, once: the tied embedding's parts summed (no zeros
+// added) and reduced over pp; each stage's weight gradient is its
+// accumulator, updated on its stage, not reduced.
+// CHECK-NEXT: %[[E:.*]] = train.add %[[W]]#0, %[[W]]#1 : tensor<8x4xf32>
 // CHECK-NEXT: dist.all_reduce_start %{{.*}}, %[[E]] over ["pp"] : tensor<f32>, tensor<8x4xf32>
-// CHECK-NEXT: train.add %{{.*}}, %[[W]]#2 {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>
-// CHECK-NEXT: train.add %{{.*}}, %[[W]]#3 {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>
 // CHECK-NOT:  over ["pp"] : tensor<{{[0-9]}}x4x4xf32>
+// CHECK: train.sgd_update <> %{{.*}}, %[[W]]#2 lr(%{{.*}}) {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>
+// CHECK-NEXT: train.sgd_update <> %{{.*}}, %[[W]]#3 lr(%{{.*}}) {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>
 
 // NOLOOP: error: 'train.model' op has no micro-batch loop whose backward could be split (a split backward needs --micro-batches above 1)
 // Per micro-batch a send and a receive on each rank, and the tied
