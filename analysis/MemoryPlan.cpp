@@ -13,8 +13,6 @@
 using namespace mlir;
 using namespace loom::analysis;
 using namespace loom::train;
-using loom::dist::backwardOf;
-using loom::dist::weightPartOf;
 
 static constexpr int64_t kAlignment = 64;
 
@@ -24,14 +22,9 @@ static int64_t alignUp(int64_t n) {
 
 SmallVector<Operation *, 3> loom::analysis::scheduledLoops(ModelOp model) {
   SmallVector<Operation *, 3> loops;
-  if (!loom::dist::attrs(model).getScheduleAttrHelper().isAttrPresent(model))
-    return loops;
-  for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
-    if (RepeatOp backward = backwardOf(forward)) {
-      loops = {forward, backward};
-      if (RepeatOp weight = weightPartOf(backward))
-        loops.push_back(weight);
-    }
+  if (loom::dist::ScheduleOp schedule = loom::dist::scheduleOf(model))
+    for (RepeatOp loop : loom::dist::scheduledLoops(schedule))
+      loops.push_back(loop);
   return loops;
 }
 
@@ -42,9 +35,8 @@ int64_t loom::analysis::scheduleSlots(Value stackedResult) {
   auto model = dyn_cast<ModelOp>(repeat->getParentOp());
   if (!model)
     return 0;
-  auto slotsAttr =
-      loom::dist::attrs(model).getScheduleSlotsAttrHelper().getAttr(model);
-  int64_t slots = slotsAttr ? slotsAttr.getInt() : 0;
+  loom::dist::ScheduleOp schedule = loom::dist::scheduleOf(model);
+  int64_t slots = schedule ? schedule.getSlots() : 0;
   auto result = cast<OpResult>(stackedResult);
   size_t carries = repeat.getCarryResults().size();
   if (slots <= 0 || slots >= int64_t(repeat.getCount()) ||

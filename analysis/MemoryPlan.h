@@ -50,11 +50,12 @@ using loom::tensorBytes;
 
 /// The micro-batch loops a pipeline schedule (`dist.schedule`) runs
 /// interleaved, in their order in the model: the forward, its backward and
-/// the backward's weight part where it is split; empty without a schedule.
+/// the backward's weight part where it is split; empty without a schedule
+/// (or where the schedule does not follow its loops, which the code
+/// generator and dist-verify-communication report).
 llvm::SmallVector<mlir::Operation *, 3> scheduledLoops(loom::train::ModelOp model);
 
-/// Under a pipeline schedule (`dist.schedule`, with `dist.schedule_slots`
-/// = K), a stacked result of the micro-batch loops the schedule runs that
+/// Under a pipeline schedule (`dist.schedule` with `slots` K), a stacked result of the micro-batch loops the schedule runs that
 /// one stage makes (its slices come from an op with `dist.stage`) and only
 /// those loops read is kept in K slots, indexed by each action's slot,
 /// rather than one per micro-batch. Returns K for such a value (when K is

@@ -5,6 +5,7 @@
 #include "codegen/Passes.h"
 #include "dialects/train/Adjoint.h"
 #include "dialects/dist/DistDialect.h"
+#include "dialects/dist/PipelineLoops.h"
 
 #include "mlir/Conversion/ArithToEmitC/ArithToEmitCPass.h"
 #include "mlir/Conversion/FuncToEmitC/FuncToEmitCPass.h"
@@ -661,20 +662,51 @@ struct Emitter {
   }
 
   /// The pipeline's micro-batch loops, run in the schedule's order: the
-  /// forward loop (saving its carries) and the reverse loop of its backward.
+  /// forward loop (saving its carries), the reverse loop of its backward
+  /// and, where it is split, the backward's weight part; and the
+  /// `dist.schedule` after them, where the driver runs them.
   RepeatOp scheduledForward, scheduledBackward, scheduledWeight;
+  dist::ScheduleOp schedule;
 
   /// The loops the plan runs by the schedule's driver (none in a function
   /// without the backward, such as the evaluation).
   LogicalResult findScheduledLoops() {
     scheduledForward = scheduledBackward = scheduledWeight = RepeatOp();
+    schedule = dist::scheduleOf(model);
+    if (!schedule)
+      return success();
+    SmallVector<RepeatOp, 3> loops = dist::scheduledLoops(schedule);
+    if (loops.empty())
+      return schedule.emitOpError("does not stand right after the "
+                                  "micro-batch loops it runs (a forward "
+                                  "repeat saving its carries and its "
+                                  "backward)");
+    int64_t pp = mesh.getSize(dist::AxisRole::Pipeline);
+    if (schedule.getNumRanks() != pp ||
+        schedule.getNumMicroBatches() != int64_t(loops[0].getCount()))
+      return schedule.emitOpError("runs ")
+             << schedule.getNumMicroBatches() << " micro-batches on "
+             << schedule.getNumRanks() << " pipeline ranks; its loops run "
+             << loops[0].getCount() << " on a mesh of " << pp;
+    bool split = loops.size() > 2;
+    WalkResult kinds = schedule.walk([&](dist::ActionOp a) {
+      bool part = a.getKind() == dist::ActionKind::BackwardInput ||
+                  a.getKind() == dist::ActionKind::BackwardWeight;
+      if (part && !split) {
+        a.emitOpError("runs a part of a backward that is not split "
+                      "(dist-pipeline-split-backward splits it)");
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (kinds.wasInterrupted())
+      return failure();
     if (!plan.scheduled)
       return success();
-    SmallVector<Operation *, 3> loops = scheduledLoops(model);
-    scheduledForward = cast<RepeatOp>(loops[0]);
-    scheduledBackward = cast<RepeatOp>(loops[1]);
-    if (loops.size() > 2)
-      scheduledWeight = cast<RepeatOp>(loops[2]);
+    scheduledForward = loops[0];
+    scheduledBackward = loops[1];
+    if (split)
+      scheduledWeight = loops[2];
     for (Operation *op = scheduledForward->getNextNode();
          op != scheduledBackward.getOperation(); op = op->getNextNode())
       for (Value v : op->getOperands())
@@ -685,58 +717,99 @@ struct Emitter {
     return success();
   }
 
+  /// Lays the schedule's actions out as two tables, `loom_actions` (four
+  /// words per action: its kind, stage, micro-batch and slot; the ranks'
+  /// rows one after another) and `loom_action_rows` (where each pipeline
+  /// rank's row starts, and the end), declared before the functions.
+  void emitScheduleTables() {
+    if (module.lookupSymbol("loom_actions"))
+      return;
+    SmallVector<int64_t> words, rows{0};
+    for (auto rank : schedule.getBody().front().getOps<dist::RankActionsOp>()) {
+      for (auto a : rank.getBody().front().getOps<dist::ActionOp>())
+        words.append({int64_t(a.getKind()), a.getStage(), a.getMicroBatch(),
+                      a.getSlot()});
+      rows.push_back(int64_t(words.size()) / 4);
+    }
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto table = [&](StringRef name, ArrayRef<int64_t> values) {
+      auto type = emitc::ArrayType::get({int64_t(values.size())},
+                                        b.getI64Type());
+      auto init = DenseIntElementsAttr::get(
+          RankedTensorType::get({int64_t(values.size())}, b.getI64Type()),
+          values);
+      emitc::GlobalOp::create(b, loc(), name, type, init,
+                              /*extern_specifier=*/false,
+                              /*static_specifier=*/true,
+                              /*const_specifier=*/true);
+    };
+    table("loom_actions", words);
+    table("loom_action_rows", rows);
+  }
+
+  /// Element `index` (an i64) of the table `name`.
+  Value tableEntry(StringRef name, Value index) {
+    auto global = cast<emitc::GlobalOp>(module.lookupSymbol(name));
+    auto type = cast<emitc::ArrayType>(global.getType());
+    Value array = emitc::GetGlobalOp::create(b, loc(), type, name);
+    Value element = emitc::SubscriptOp::create(
+        b, loc(), cast<TypedValue<emitc::ArrayType>>(array), ValueRange{index});
+    return emitc::LoadOp::create(b, loc(), b.getI64Type(), element);
+  }
+
   /// Runs this rank's actions of the schedule, in the schedule's order:
-  /// iteration `mb` of the forward loop (F), of the backward loop (B: both
-  /// parts where it is split), or of its input part (I) or weight part
-  /// (W).
+  /// iteration `mb` of the forward loop (forward), of the backward loop
+  /// (backward: both parts where it is split), or of its input part
+  /// (backward_input) or weight part (backward_weight).
   LogicalResult emitScheduleDriver() {
-    auto csv = dist::attrs(model).getScheduleAttrHelper().getAttr(model);
-    std::string literal = "\"";
-    for (char c : csv.getValue())
-      literal += c == '\n' ? std::string("\\n") : std::string(1, c);
-    literal += "\"";
-    Value text = emitc::LiteralOp::create(
-        b, loc(),
-        emitc::PointerType::get(
-            emitc::OpaqueType::get(b.getContext(), "const char")),
-        literal);
-    call("loomrt_pipeline_schedule",
-         {ctx, i32(mesh.getAxisIndex(dist::AxisRole::Pipeline)), text});
-    Value n = call("loomrt_pipeline_length", {ctx}, {b.getI64Type()});
-    Value lb = arith::ConstantIndexOp::create(b, loc(), 0);
-    Value ub = arith::IndexCastOp::create(b, loc(), b.getIndexType(), n);
+    emitScheduleTables();
+    Value rank = pipelineCoordinate;
+    Value lb = arith::IndexCastOp::create(b, loc(), b.getIndexType(),
+                                          tableEntry("loom_action_rows", rank));
+    Value next = arith::AddIOp::create(b, loc(), rank, i64(1));
+    Value ub = arith::IndexCastOp::create(b, loc(), b.getIndexType(),
+                                          tableEntry("loom_action_rows", next));
     Value one = arith::ConstantIndexOp::create(b, loc(), 1);
     auto loop = scf::ForOp::create(b, loc(), lb, ub, one);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value k = arith::IndexCastOp::create(b, loc(), b.getI64Type(),
                                          loop.getInductionVar());
-    Value kind = call("loomrt_pipeline_kind", {ctx, k}, {b.getI32Type()});
-    actionStage = call("loomrt_pipeline_stage", {ctx, k}, {b.getI64Type()});
-    actionSlot = arith::IndexCastOp::create(
-        b, loc(), b.getIndexType(),
-        call("loomrt_pipeline_slot", {ctx, k}, {b.getI64Type()}));
-    llvm::scope_exit done([&] { actionStage = actionSlot = Value(); });
-    Value mb = arith::IndexCastOp::create(
-        b, loc(), b.getIndexType(),
-        call("loomrt_pipeline_micro_batch", {ctx, k}, {b.getI64Type()}));
-    auto is = [&](int32_t k) {
-      return arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, kind,
-                                   i32(k));
+    Value at = arith::MulIOp::create(b, loc(), k, i64(4));
+    auto word = [&](int64_t w) {
+      return tableEntry("loom_actions",
+                        arith::AddIOp::create(b, loc(), at, i64(w)));
     };
-    call("loomrt_pipeline_trace", {ctx, k, i32(1)});
-    auto branch = scf::IfOp::create(b, loc(), is(0), /*withElseRegion=*/true);
+    Value kind = word(0);
+    actionStage = word(1);
+    Value microBatch = word(2);
+    actionSlot = arith::IndexCastOp::create(b, loc(), b.getIndexType(), word(3));
+    llvm::scope_exit done([&] { actionStage = actionSlot = Value(); });
+    Value mb = arith::IndexCastOp::create(b, loc(), b.getIndexType(), microBatch);
+    auto is = [&](dist::ActionKind k) {
+      return arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, kind,
+                                   i64(int64_t(k)));
+    };
+    call("loomrt_pipeline_trace",
+         {ctx, kind, actionStage, microBatch, i32(1)});
+    auto branch = scf::IfOp::create(b, loc(), is(dist::ActionKind::Forward),
+                                    /*withElseRegion=*/true);
     b.setInsertionPointAfter(branch);
-    call("loomrt_pipeline_trace", {ctx, k, i32(0)});
+    call("loomrt_pipeline_trace",
+         {ctx, kind, actionStage, microBatch, i32(0)});
     b.setInsertionPointToStart(&branch.getThenRegion().front());
     if (failed(emitIteration(scheduledForward, mb)))
       return failure();
     b.setInsertionPointToStart(&branch.getElseRegion().front());
     if (!scheduledWeight)
       return emitIteration(scheduledBackward, mb);
-    // Kinds 1 (B) and 2 (I) run the input part; 1 and 3 (W) the weight's.
-    Value input = arith::OrIOp::create(b, loc(), is(1), is(2));
-    Value weight = arith::OrIOp::create(b, loc(), is(1), is(3));
+    // A whole backward runs the input part, then the weight part.
+    Value input = arith::OrIOp::create(b, loc(), is(dist::ActionKind::Backward),
+                                       is(dist::ActionKind::BackwardInput));
+    Value weight =
+        arith::OrIOp::create(b, loc(), is(dist::ActionKind::Backward),
+                             is(dist::ActionKind::BackwardWeight));
     LogicalResult result = success();
     emitWhen(input, [&] { result = emitIteration(scheduledBackward, mb); });
     if (failed(result))
@@ -755,16 +828,19 @@ struct Emitter {
           return failure();
         continue;
       }
-      if (scheduledBackward && &op == scheduledBackward.getOperation()) {
-        if (failed(emitRepeatPrologue(scheduledBackward)) ||
-            (scheduledWeight &&
-             failed(emitRepeatPrologue(scheduledWeight))) ||
-            failed(emitScheduleDriver()))
+      if ((scheduledBackward && &op == scheduledBackward.getOperation()) ||
+          (scheduledWeight && &op == scheduledWeight.getOperation())) {
+        if (failed(emitRepeatPrologue(cast<RepeatOp>(op))))
           return failure();
         continue;
       }
-      if (scheduledWeight && &op == scheduledWeight.getOperation())
+      // The schedule runs the loops' iterations (in a function without
+      // the backward, the loops ran where they stand).
+      if (isa<dist::ScheduleOp>(op)) {
+        if (scheduledForward && failed(emitScheduleDriver()))
+          return failure();
         continue;
+      }
       if (auto on = dist::attrs(&op).getOnAttrHelper().getAttr(&op)) {
         if (failed(emitGuarded(op, on)))
           return failure();

@@ -39,19 +39,6 @@ bool reduceInsideRepeat(dist::AllReduceOp reduce) {
   return true;
 }
 
-/// The op after which a value of `def` is final: `def` itself, or for a
-/// pipeline's forward micro-batch loop, the last part of its backward (a
-/// schedule runs the loops' iterations interleaved, so the forward loop's
-/// results, the loss, are whole only when the backward's actions are done).
-Operation *finalAfter(Operation *def) {
-  auto forward = dyn_cast<RepeatOp>(def);
-  RepeatOp backward = forward ? dist::backwardOf(forward) : RepeatOp();
-  if (!backward)
-    return def;
-  RepeatOp weight = dist::weightPartOf(backward);
-  return weight ? weight : backward;
-}
-
 /// Splits an all-reduce into its start, right after its operand is
 /// defined (final), and its wait, right before its first use.
 void makeAsync(dist::AllReduceOp reduce) {
@@ -62,7 +49,7 @@ void makeAsync(dist::AllReduceOp reduce) {
     b.setInsertionPointToStart(block);
   else if (Operation *def = input.getDefiningOp();
            def && def->getBlock() == block)
-    b.setInsertionPointAfter(finalAfter(def));
+    b.setInsertionPointAfter(dist::finalAfter(def));
   else
     b.setInsertionPointToStart(block);
   auto start = dist::AllReduceStartOp::create(

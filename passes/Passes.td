@@ -489,12 +489,15 @@ def DistPipelineSchedule : Pass<"dist-pipeline-schedule", "::mlir::ModuleOp"> {
     virtual stages), or reads it from a CSV file (one row of actions such as
     `1F3` per rank), checks it against the pipeline and by simulation (every
     micro-batch on every stage, on its rank, transfers in order, no
-    deadlock), and records it on the model: `dist.schedule`, each rank's
-    actions with the slot that keeps each micro-batch's saved values
-    (`1F3.2`), and `dist.schedule_slots`, the slots a stage needs. The code
-    generator's driver runs the actions and its memory plan keeps the
-    slots. GPipe's order with one stage per rank is the program order and
-    records nothing.
+    deadlock), and puts it in the rank program: a `dist.schedule` right
+    after the micro-batch loops it runs, with one `dist.rank_actions` per
+    pipeline rank listing its `dist.action`s in order, each with the slot
+    that keeps its micro-batch's saved values, and the slots a stage needs.
+    The code generator's driver runs the actions and its memory plan keeps
+    the slots; `dist-verify-communication` proves the order the actions
+    run. GPipe's order with one stage per rank is the program order and
+    needs no schedule; nor does a pipeline of one micro-batch (no
+    micro-batch loop).
   }];
   let options = [
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",

@@ -1,16 +1,20 @@
 //===- PipelineSchedule.cpp - dist-pipeline-schedule ----------------------===//
 //
-// Records on the rank program the schedule its code runs: each pipeline
-// rank's actions (stage, F/B/I/W, micro-batch) and the slot that keeps
-// each micro-batch's saved values, which the code generator's driver and
-// memory plan read. GPipe's order with one stage per rank is the program
-// order, and needs no record.
+// Puts in the rank program the schedule its code runs: a `dist.schedule`
+// right after the micro-batch loops, holding each pipeline rank's actions
+// (stage, forward/backward/input/weight, micro-batch) with the slot that
+// keeps each micro-batch's saved values, which the code generator's driver
+// and memory plan and dist-verify-communication read. GPipe's order with
+// one stage per rank is the program order, and needs no schedule; so does
+// a pipeline of one micro-batch (no micro-batch loop: every schedule runs
+// each stage's forward then its backward).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 #include "passes/Schedules.h"
 
+#include "dialects/dist/PipelineLoops.h"
 #include "dialects/train/TrainDialect.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -53,6 +57,20 @@ bool loom::scheduleSplitsBackward(llvm::StringRef spec) {
 
 namespace {
 
+dist::ActionKind kindOf(pipeline::Work work) {
+  switch (work) {
+  case pipeline::Work::Forward:
+    return dist::ActionKind::Forward;
+  case pipeline::Work::Backward:
+    return dist::ActionKind::Backward;
+  case pipeline::Work::BackwardInput:
+    return dist::ActionKind::BackwardInput;
+  case pipeline::Work::BackwardWeight:
+    return dist::ActionKind::BackwardWeight;
+  }
+  llvm_unreachable("a kind of work");
+}
+
 struct DistPipelineSchedulePass
     : public loom::impl::DistPipelineScheduleBase<DistPipelineSchedulePass> {
   using Base::Base;
@@ -64,9 +82,8 @@ struct DistPipelineSchedulePass
   }
 
   LogicalResult record(ModelOp model) {
-    dist::DistDialect &attrs = dist::attrs(model);
     dist::PipelineAttr pipelineRecord =
-        attrs.getPipelineAttrHelper().getAttr(model);
+        dist::attrs(model).getPipelineAttrHelper().getAttr(model);
     if (!pipelineRecord)
       return success();
     int64_t ranks = pipelineRecord.getRanks();
@@ -94,12 +111,35 @@ struct DistPipelineSchedulePass
              << schedule << "': " << llvm::toString(sim.takeError());
     if (s->name == "gpipe" && virtualStages == 1)
       return success();
+    // The micro-batch loops the schedule runs, and the op after which it
+    // runs them.
+    Operation *last = nullptr;
+    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+      if (RepeatOp backward = dist::backwardOf(forward)) {
+        RepeatOp weight = dist::weightPartOf(backward);
+        last = weight ? weight : backward;
+      }
+    if (!last)
+      return success();
+    if (auto existing = dist::scheduleOf(model))
+      existing.erase();
     pipeline::Slots slots = pipeline::assignSlots(*s);
-    Builder b(model.getContext());
-    attrs.getScheduleAttrHelper().setAttr(
-        model, b.getStringAttr(pipeline::printDriverCSV(*s, slots)));
-    attrs.getScheduleSlotsAttrHelper().setAttr(
-        model, b.getI64IntegerAttr(slots.count));
+    OpBuilder b = OpBuilder::atBlockBegin(&model.getBody().front());
+    b.setInsertionPointAfter(last);
+    Location loc = NameLoc::get(b.getStringAttr("schedule " + s->name),
+                                model.getLoc());
+    auto scheduleOp = dist::ScheduleOp::create(b, loc, slots.count);
+    b.setInsertionPointToStart(&scheduleOp.getBody().emplaceBlock());
+    // (The order was checked by simulation above; the op's verifier
+    // checks completeness again, dist-verify-communication the program.)
+    for (auto [r, actions] : llvm::enumerate(s->order)) {
+      auto rank = dist::RankActionsOp::create(b, loc, int64_t(r));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&rank.getBody().emplaceBlock());
+      for (auto [k, a] : llvm::enumerate(actions))
+        dist::ActionOp::create(b, loc, kindOf(a.work), a.stage, a.microBatch,
+                               slots.of[r][k]);
+    }
     return success();
   }
 };

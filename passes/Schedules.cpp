@@ -311,18 +311,6 @@ Slots loom::pipeline::assignSlots(const Schedule &schedule) {
   return slots;
 }
 
-std::string loom::pipeline::printDriverCSV(const Schedule &schedule,
-                                           const Slots &slots) {
-  std::string out;
-  for (auto [r, rank] : llvm::enumerate(schedule.order)) {
-    SmallVector<std::string> cells;
-    for (auto [k, a] : llvm::enumerate(rank))
-      cells.push_back(a.str() + "." + std::to_string(slots.of[r][k]));
-    out += join(cells, ",") + "\n";
-  }
-  return out;
-}
-
 //===----------------------------------------------------------------------===//
 // Simulation
 //===----------------------------------------------------------------------===//

@@ -102,10 +102,6 @@ struct Slots {
 };
 Slots assignSlots(const Schedule &schedule);
 
-/// The schedule as the code generator's driver reads it: the CSV with
-/// each action's slot after a dot ("1F3.2").
-std::string printDriverCSV(const Schedule &schedule, const Slots &slots);
-
 /// The cost of each kind of work per stage, in any unit (a full backward
 /// costs its input and weight parts together).
 struct Costs {

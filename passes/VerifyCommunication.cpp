@@ -5,13 +5,17 @@
 // the same on every member (kind, reduction, element type and count), and
 // the ranks' blocking order must be able to complete. A rank program is the
 // same on every rank unless an op says otherwise (`dist.ranks`, the world
-// ranks that run it), so the ranks are simulated one by one.
+// ranks that run it), so the ranks are simulated one by one. Where a
+// `dist.schedule` runs a pipeline's micro-batch loops, each rank runs them
+// as its actions say, in that order: the order that actually runs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 
+#include "dialects/dist/PipelineLoops.h"
 
+#include <deque>
 #include <map>
 
 namespace loom {
@@ -25,8 +29,6 @@ using namespace loom::train;
 
 namespace {
 
-
-
 /// One communication as a rank issues it: a collective over a group, or one
 /// half of a point-to-point transfer.
 struct Event {
@@ -35,6 +37,8 @@ struct Event {
   uint32_t mask = 0;  // a collective's group axes
   int64_t group = 0;  // which group of that mask (the other coordinates)
   int64_t peer = -1;  // a send's or receive's other rank (world rank)
+  bool posted = false; // a send that completes without its receiver
+  std::string action;  // the schedule's action that issues it ("1F3")
   std::string name;   // op name, with the reduction
   Type element;
   int64_t count = 0;
@@ -93,17 +97,106 @@ struct Simulator {
     return rankOf(c);
   }
 
-  /// The communication `rank` issues in `block`, repeats unrolled.
-  void collect(Block &block, int64_t rank, SmallVector<Event> &out) {
+  /// The micro-batch loops a `dist.schedule` runs (at the schedule, not
+  /// where they stand), and the schedule.
+  dist::ScheduleOp schedule;
+  SmallVector<RepeatOp, 3> scheduled;
+
+  LogicalResult findSchedule() {
+    schedule = dist::scheduleOf(model);
+    if (!schedule)
+      return success();
+    scheduled = dist::scheduledLoops(schedule);
+    if (scheduled.empty())
+      return schedule.emitOpError("does not stand right after the "
+                                  "micro-batch loops it runs (a forward "
+                                  "repeat saving its carries and its "
+                                  "backward)");
+    StringAttr axis = mesh.getAxis(dist::AxisRole::Pipeline);
+    if (!axis || schedule.getNumRanks() != mesh.getSize(dist::AxisRole::Pipeline))
+      return schedule.emitOpError("has ")
+             << schedule.getNumRanks()
+             << " pipeline ranks; the mesh's pipeline axis has "
+             << (axis ? mesh.getSize(dist::AxisRole::Pipeline) : 0);
+    if (schedule.getNumMicroBatches() != int64_t(scheduled[0].getCount()))
+      return schedule.emitOpError("runs ")
+             << schedule.getNumMicroBatches()
+             << " micro-batches; its loops run " << scheduled[0].getCount();
+    return success();
+  }
+
+  /// The communication `rank`'s action `action` issues: one iteration of
+  /// its loop (both parts for a whole backward of a split one), only the
+  /// ops of its stage and of none. Sends are posted (buffered), as the
+  /// runtime posts them: a schedule's steady state sends both ways.
+  LogicalResult collectAction(dist::ActionOp action, int64_t rank,
+                              SmallVector<Event> &out) {
+    SmallVector<RepeatOp, 2> loops;
+    bool split = scheduled.size() > 2;
+    switch (action.getKind()) {
+    case dist::ActionKind::Forward:
+      loops.push_back(scheduled[0]);
+      break;
+    case dist::ActionKind::Backward:
+      loops.push_back(scheduled[1]);
+      if (split)
+        loops.push_back(scheduled[2]);
+      break;
+    case dist::ActionKind::BackwardInput:
+    case dist::ActionKind::BackwardWeight:
+      if (!split)
+        return action.emitOpError("runs a part of a backward that is not "
+                                  "split (dist-pipeline-split-backward "
+                                  "splits it)");
+      loops.push_back(scheduled[action.getKind() ==
+                                        dist::ActionKind::BackwardInput
+                                    ? 1
+                                    : 2]);
+      break;
+    }
+    size_t first = out.size();
+    for (RepeatOp loop : loops)
+      collect(loop.getBodyBlock(), rank, out, action.getStage());
+    std::string name = std::to_string(action.getStage()) +
+                       "FBIW"[size_t(action.getKind())] +
+                       std::to_string(action.getMicroBatch());
+    for (Event &e : MutableArrayRef<Event>(out).drop_front(first)) {
+      e.posted = e.kind == Event::Send;
+      e.action = name;
+    }
+    return success();
+  }
+
+  /// The communication `rank` issues in `block`, repeats unrolled; within
+  /// a schedule's action of stage `stage`, only ops of that stage or none.
+  LogicalResult collect(Block &block, int64_t rank, SmallVector<Event> &out,
+                        std::optional<int64_t> stage = std::nullopt) {
     for (Operation &op : block) {
       if (!dist::runsOn(&op, mesh, rank))
         continue;
+      if (std::optional<int64_t> own = dist::stageOf(&op);
+          stage && own && *own != *stage)
+        continue;
+      if (auto repeat = dyn_cast<RepeatOp>(op);
+          repeat && llvm::is_contained(scheduled, repeat))
+        continue; // run by the schedule's actions
+      if (auto here = dyn_cast<dist::ScheduleOp>(op)) {
+        int64_t coordinate =
+            coordinates(rank)[mesh.getAxisIndex(dist::AxisRole::Pipeline)];
+        for (auto row : here.getBody().front().getOps<dist::RankActionsOp>())
+          if (row.getRank() == coordinate)
+            for (auto action : row.getBody().front().getOps<dist::ActionOp>())
+              if (failed(collectAction(action, rank, out)))
+                return failure();
+        continue;
+      }
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         // Every iteration issues the same events: collected once, then
         // repeated, so a repeat that communicates nothing costs nothing
         // whatever its count.
         SmallVector<Event> body;
-        collect(repeat.getBodyBlock(), rank, body);
+        if (failed(collect(repeat.getBodyBlock(), rank, body, stage)))
+          return failure();
         if (body.empty())
           continue;
         for (int64_t i = 0, e = repeat.getCount(); i < e; ++i)
@@ -142,6 +235,7 @@ struct Simulator {
         e.name += " max";
       out.push_back(e);
     }
+    return success();
   }
 
   std::string describe(const Event &e) {
@@ -156,10 +250,15 @@ struct Simulator {
     return s;
   }
 
-  /// `describe`, with a collective's group.
+  /// `describe`, with a collective's group and the schedule's action.
   std::string where(const Event &e) {
     return describe(e) +
-           (e.kind == Event::Collective ? " over " + axesOf(e.mask) : "");
+           (e.kind == Event::Collective ? " over " + axesOf(e.mask) : "") +
+           inAction(e);
+  }
+
+  static std::string inAction(const Event &e) {
+    return e.action.empty() ? "" : " (action " + e.action + ")";
   }
 
   std::string axesOf(uint32_t mask) {
@@ -218,15 +317,30 @@ struct Simulator {
     return pc[s] < events[s].size() ? &events[s][pc[s]] : nullptr;
   }
 
+  /// Posted sends not yet received, per (sender, receiver), in order.
+  std::map<std::pair<int64_t, int64_t>, std::deque<const Event *>> channels;
+
   /// Runs the ranks' blocking order: a collective completes when every
-  /// member of its group has reached it, a send when its peer has reached
-  /// the matching receive.
+  /// member of its group has reached it; a send when its peer has reached
+  /// the matching receive, or at once when it is posted (its receive then
+  /// takes it in order); a receive when its send is posted or reached.
   LogicalResult simulate() {
     chooseRanks();
+    if (failed(findSchedule()))
+      return failure();
     events.resize(simulated.size());
     for (auto [s, r] : llvm::enumerate(simulated))
-      collect(model.getBody().front(), r, events[s]);
+      if (failed(collect(model.getBody().front(), r, events[s])))
+        return failure();
     SmallVector<size_t> pc(simulated.size(), 0);
+    auto mismatch = [&](const Event &send, int64_t from, const Event &recv) {
+      InFlightDiagnostic d = send.op->emitError()
+                             << "rank " << from << " sends " << send.type
+                             << " to rank " << send.peer << ", which receives "
+                             << recv.type;
+      d.attachNote(recv.op->getLoc()) << "rank " << send.peer << "'s receive";
+      return failure();
+    };
     while (true) {
       bool progress = false, done = true;
       for (auto [s, r] : llvm::enumerate(simulated)) {
@@ -234,20 +348,31 @@ struct Simulator {
         if (!e)
           continue;
         done = false;
-        if (e->kind == Event::Recv)
-          continue; // completed by its sender
-        if (e->kind == Event::Send) {
-          const Event *o = current(e->peer, pc);
-          if (!o || o->kind != Event::Recv || o->peer != r)
+        if (e->kind == Event::Recv) {
+          // Completed by a posted send, or else by its sender.
+          auto &queue = channels[{e->peer, r}];
+          if (queue.empty())
             continue;
-          if (o->type != e->type) {
-            InFlightDiagnostic d =
-                e->op->emitError()
-                << "rank " << r << " sends " << e->type << " to rank "
-                << e->peer << ", which receives " << o->type;
-            d.attachNote(o->op->getLoc()) << "rank " << e->peer << "'s receive";
-            return failure();
+          if (queue.front()->type != e->type)
+            return mismatch(*queue.front(), e->peer, *e);
+          queue.pop_front();
+          ++pc[s];
+          progress = true;
+          continue;
+        }
+        if (e->kind == Event::Send) {
+          auto &queue = channels[{r, e->peer}];
+          if (e->posted) {
+            queue.push_back(e);
+            ++pc[s];
+            progress = true;
+            continue;
           }
+          const Event *o = current(e->peer, pc);
+          if (!queue.empty() || !o || o->kind != Event::Recv || o->peer != r)
+            continue;
+          if (o->type != e->type)
+            return mismatch(*e, r, *o);
           ++pc[s];
           ++pc[slot.lookup(e->peer)];
           progress = true;
@@ -271,8 +396,9 @@ struct Simulator {
                                    << " disagree on collective " << pc[s] + 1
                                    << " over " << axesOf(e->mask)
                                    << ": rank " << r << " issues "
-                                   << describe(*e) << ", rank " << m
-                                   << " issues " << describe(*o);
+                                   << describe(*e) << inAction(*e)
+                                   << ", rank " << m << " issues "
+                                   << describe(*o) << inAction(*o);
             d.attachNote(o->op->getLoc()) << "rank " << m << "'s collective";
             return failure();
           }
@@ -283,8 +409,20 @@ struct Simulator {
           ++pc[slot.lookup(m)];
         progress = true;
       }
-      if (done)
+      if (done) {
+        for (auto &[ends, queue] : channels)
+          if (!queue.empty()) {
+            const Event &send = *queue.front();
+            InFlightDiagnostic d = send.op->emitError()
+                                   << "unmatched send: rank " << ends.first
+                                   << " posts " << where(send)
+                                   << ", which never receives it";
+            d.attachNote(model.getLoc())
+                << "rank " << ends.second << " has no communication left";
+            return failure();
+          }
         return success();
+      }
       if (!progress)
         return reportStuck(pc);
     }

@@ -4,6 +4,7 @@
 #include "dialects/dist/DistDialect.h"
 
 #include "mlir/IR/DialectImplementation.h"
+#include <array>
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -86,8 +87,6 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
       failed(typed(getStagesAttrHelper(), "an array<i64>")) ||
       failed(typed(getOnAttrHelper(), "a dictionary")) ||
       failed(typed(getRanksAttrHelper(), "an array<i64>")) ||
-      failed(typed(getScheduleAttrHelper(), "a string")) ||
-      failed(typed(getScheduleSlotsAttrHelper(), "an integer")) ||
       failed(typed(getBackwardAttrHelper(), "a string")) ||
       failed(typed(getShardingAttrHelper(), "an array of #dist.sharding")) ||
       failed(typed(getArgShardingsAttrHelper(),
@@ -101,7 +100,6 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
   MeshAttr mesh = MeshAttr::lookup(op);
   if (name == getMeshAttrHelper().getName() ||
       name == getPipelineAttrHelper().getName() ||
-      name == getScheduleAttrHelper().getName() ||
       name == getVerifiedAttrHelper().getName())
     return success(); // Their own verifiers checked them.
 
@@ -154,12 +152,6 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
         if (rank >= mesh.getNumRanks())
           return fail() << "names rank " << rank << " of a mesh of "
                         << mesh.getNumRanks() << " ranks";
-    return success();
-  }
-
-  if (name == getScheduleSlotsAttrHelper().getName()) {
-    if (getScheduleSlotsAttrHelper().getAttr(op).getInt() < 1)
-      return fail() << "must be at least 1";
     return success();
   }
 
@@ -253,8 +245,8 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
   return op->emitOpError("has the unknown attribute '")
          << name.getValue()
          << "': the dist dialect declares dist.mesh, dist.pipeline, "
-            "dist.stage, dist.stages, dist.on, dist.ranks, dist.schedule, "
-            "dist.schedule_slots, dist.backward, dist.sharding, "
+            "dist.stage, dist.stages, dist.on, dist.ranks, dist.backward, "
+            "dist.sharding, "
             "dist.arg_shardings, dist.global_shape, dist.shard_groups, "
             "dist.part and dist.verified";
 }
@@ -794,6 +786,97 @@ static LogicalResult verifyScaledDim(Operation *op, RankedTensorType input,
              << result << " must be " << what << " of " << input
              << " (dimension " << d << " of size " << want << ")";
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// The pipeline schedule
+//===----------------------------------------------------------------------===//
+
+int64_t ScheduleOp::getNumRanks() {
+  return llvm::range_size(getBody().front().getOps<RankActionsOp>());
+}
+
+int64_t ScheduleOp::getNumMicroBatches() {
+  int64_t n = 0;
+  walk([&](ActionOp a) { n = std::max<int64_t>(n, a.getMicroBatch() + 1); });
+  return n;
+}
+
+int64_t ScheduleOp::getNumStages() {
+  int64_t n = 0;
+  walk([&](ActionOp a) { n = std::max<int64_t>(n, a.getStage() + 1); });
+  return n;
+}
+
+/// A schedule runs every stage's forward and backward of every
+/// micro-batch once, each on the rank that holds the stage (stage s on
+/// rank s mod P), its slot one of the schedule's. That the order can
+/// complete is a property of the program it runs: dist-verify-communication
+/// proves it.
+LogicalResult ScheduleOp::verify() {
+  if (getSlots() < 1)
+    return emitOpError("keeps ") << getSlots() << " slots; it needs at least 1";
+  int64_t ranks = 0;
+  for (Operation &op : getBody().front()) {
+    auto rank = dyn_cast<RankActionsOp>(op);
+    if (!rank)
+      return op.emitOpError("cannot stand in a 'dist.schedule', which holds "
+                            "one 'dist.rank_actions' per pipeline rank");
+    if (rank.getRank() != ranks)
+      return rank.emitOpError("is for pipeline rank ")
+             << rank.getRank() << " where rank " << ranks
+             << " comes next (one per rank, in order)";
+    for (Operation &inner : rank.getBody().front())
+      if (!isa<ActionOp>(inner))
+        return inner.emitOpError("cannot stand in a 'dist.rank_actions', "
+                                 "which holds 'dist.action's");
+    ++ranks;
+  }
+  if (ranks == 0)
+    return emitOpError("has no pipeline ranks");
+  int64_t stages = getNumStages(), microBatches = getNumMicroBatches();
+  if (stages % ranks != 0)
+    return emitOpError("runs ")
+           << stages << " stages on " << ranks
+           << " ranks; each rank holds as many stages (stage s on rank s mod "
+              "P)";
+  // Per stage and micro-batch, how often each kind runs.
+  std::vector<std::array<int64_t, 4>> seen(stages * microBatches,
+                                           std::array<int64_t, 4>{});
+  LogicalResult result = success();
+  walk([&](ActionOp a) {
+    if (failed(result))
+      return;
+    int64_t rank = cast<RankActionsOp>(a->getParentOp()).getRank();
+    if (a.getStage() < 0 || a.getMicroBatch() < 0)
+      result = a.emitOpError("names a negative stage or micro-batch");
+    else if (a.getStage() % ranks != rank)
+      result = a.emitOpError("runs stage ")
+               << a.getStage() << " on pipeline rank " << rank
+               << ", which holds stages " << rank << " mod " << ranks;
+    else if (a.getSlot() < 0 || a.getSlot() >= getSlots())
+      result = a.emitOpError("uses slot ")
+               << a.getSlot() << " of a schedule of " << getSlots()
+               << " slots";
+    else
+      ++seen[a.getStage() * microBatches + a.getMicroBatch()]
+            [size_t(a.getKind())];
+  });
+  if (failed(result))
+    return failure();
+  for (int64_t s = 0; s < stages; ++s)
+    for (int64_t m = 0; m < microBatches; ++m) {
+      auto [f, b, i, w] = seen[s * microBatches + m];
+      if (f != 1 || !((b == 1 && i == 0 && w == 0) ||
+                      (b == 0 && i == 1 && w == 1)))
+        return emitOpError("must run stage ")
+               << s << "'s micro-batch " << m
+               << " once forward and once backward (whole, or its input and "
+                  "weight parts once each); it runs "
+               << f << " forward, " << b << " backward, " << i
+               << " backward_input and " << w << " backward_weight";
+    }
   return success();
 }
 

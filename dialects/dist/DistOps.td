@@ -15,6 +15,7 @@ include "mlir/IR/EnumAttr.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
 include "dialects/common/Bounds.td"
 include "dialects/dist/DistInterfaces.td"
 
@@ -55,10 +56,6 @@ def Dist_Dialect : Dialect {
     // the ranks that run it; and the world ranks that run it.
     "::mlir::DictionaryAttr":$on,
     "::mlir::DenseI64ArrayAttr":$ranks,
-    // On a rank program with a pipeline: its schedule as CSV actions and
-    // the micro-batches in flight at once.
-    "::mlir::StringAttr":$schedule,
-    "::mlir::IntegerAttr":$schedule_slots,
     // On a micro-batch loop's split backward: "input" or "weight".
     "::mlir::StringAttr":$backward,
     // Before dist-partition: per result the #dist.sharding of an op, and
@@ -486,6 +483,93 @@ def Dist_ShardOp : Dist_Op<"shard", [Pure]> {
   let extraClassDeclaration = [{
     /// Per dimension, the runtime's group of the axes that split it.
     ::llvm::SmallVector<int64_t> getGroupMasks(MeshAttr mesh);
+  }];
+}
+
+
+def Dist_ActionKind : I32EnumAttr<"ActionKind",
+    "what a pipeline action runs of its stage's micro-batch", [
+    I32EnumAttrCase<"Forward", 0, "forward">,
+    I32EnumAttrCase<"Backward", 1, "backward">,
+    I32EnumAttrCase<"BackwardInput", 2, "backward_input">,
+    I32EnumAttrCase<"BackwardWeight", 3, "backward_weight">]> {
+  let cppNamespace = "::loom::dist";
+}
+
+def Dist_ScheduleOp : Dist_Op<"schedule", [NoTerminator, SingleBlock,
+    NoRegionArguments]> {
+  let summary = "Where and in what order a pipeline's micro-batch loops run";
+  let description = [{
+    The pipeline schedule of a rank program: one `dist.rank_actions` per
+    pipeline rank, in coordinate order, each listing the `dist.action`s
+    that rank runs, in the order it runs them. It stands right after the
+    micro-batch loops it runs (the forward loop, its backward and, where
+    the backward is split, its weight part): there every rank runs its
+    actions, each one iteration of one of the loops restricted to one
+    stage's ops, so the loops' results are final after this op, not after
+    the loops. `slots` is how many micro-batches' saved values a stage
+    keeps at once; each action names the slot its micro-batch uses.
+
+    `dist-pipeline-schedule` builds it from the schedule (built in, or read
+    from a CSV); `dist-verify-communication` runs each rank's actions in
+    this order, sends buffered as the runtime posts them; the code
+    generator emits it as a table the rank's driver loop reads.
+
+    ```mlir
+    dist.schedule slots 2 {
+      dist.rank_actions 0 {
+        dist.action forward stage 0 micro_batch 0 slot 0
+        dist.action forward stage 0 micro_batch 1 slot 1
+        dist.action backward stage 0 micro_batch 0 slot 0
+        dist.action backward stage 0 micro_batch 1 slot 1
+      }
+      dist.rank_actions 1 {
+        ...
+      }
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$slots);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "`slots` $slots $body attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The pipeline ranks (one `dist.rank_actions` each).
+    int64_t getNumRanks();
+    /// The micro-batches its actions run (the largest named, plus one).
+    int64_t getNumMicroBatches();
+    /// The stages its actions run (the largest named, plus one).
+    int64_t getNumStages();
+  }];
+}
+
+def Dist_RankActionsOp : Dist_Op<"rank_actions", [NoTerminator, SingleBlock,
+    NoRegionArguments, HasParent<"ScheduleOp">]> {
+  let summary = "The actions one pipeline rank runs, in order";
+  let description = [{
+    `rank` is the rank's coordinate on the pipeline axis; the body holds
+    its `dist.action`s in the order it runs them.
+  }];
+  let arguments = (ins I64Attr:$rank);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$rank $body attr-dict";
+}
+
+def Dist_ActionOp : Dist_Op<"action", [HasParent<"RankActionsOp">]> {
+  let summary = "One stage's forward, backward or backward part of a micro-batch";
+  let description = [{
+    Runs iteration `micro_batch` of a micro-batch loop, restricted to the
+    ops of stage `stage` (and the ops of no stage): `forward` the forward
+    loop, `backward` the backward loop (both parts where it is split),
+    `backward_input` its input part, `backward_weight` its weight part.
+    The values the micro-batch's forward saves for its backward live in
+    slot `slot`. Printed in schedules as torch.distributed.pipelining
+    prints actions, `1F3` (stage 1, forward, micro-batch 3; B, I, W).
+  }];
+  let arguments = (ins Dist_ActionKind:$kind, I64Attr:$stage,
+                       I64Attr:$micro_batch, I64Attr:$slot);
+  let assemblyFormat = [{
+    $kind `stage` $stage `micro_batch` $micro_batch `slot` $slot attr-dict
   }];
 }
 

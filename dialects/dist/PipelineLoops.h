@@ -3,7 +3,8 @@
 // The repeats a pipeline schedule interleaves: a forward repeat that saves
 // its carries, its backward (the reverse repeat that reads them) and, where
 // dist-pipeline-split-backward split the backward, its weight part (marked
-// `dist.backward = "weight"`). The marking is dist's; these helpers read it
+// `dist.backward = "weight"`), and the `dist.schedule` right after them
+// that runs them. The marking is dist's; these helpers read it
 // over the train dialect's repeats, header-only, so the train dialect knows
 // nothing of it and the dist library links nothing of train.
 //
@@ -45,6 +46,51 @@ inline train::RepeatOp weightPartOf(train::RepeatOp backward) {
   auto next =
       llvm::dyn_cast_or_null<train::RepeatOp>(backward->getNextNode());
   return next && isWeightPart(next) ? next : train::RepeatOp();
+}
+
+/// The micro-batch loops `schedule` runs (forward, backward and, where the
+/// backward is split, its weight part): the loops right before it. Empty
+/// when no such loops stand there.
+inline llvm::SmallVector<train::RepeatOp, 3>
+scheduledLoops(ScheduleOp schedule) {
+  for (auto forward : schedule->getBlock()->getOps<train::RepeatOp>())
+    if (train::RepeatOp backward = backwardOf(forward)) {
+      llvm::SmallVector<train::RepeatOp, 3> loops{forward, backward};
+      if (train::RepeatOp weight = weightPartOf(backward))
+        loops.push_back(weight);
+      if (loops.back()->getNextNode() == schedule.getOperation())
+        return loops;
+    }
+  return {};
+}
+
+/// The `dist.schedule` of a rank program (null without one: no pipeline,
+/// or GPipe's order, which is the program order).
+inline ScheduleOp scheduleOf(train::ModelOp model) {
+  auto schedules = model.getBody().front().getOps<ScheduleOp>();
+  return schedules.empty() ? ScheduleOp() : *schedules.begin();
+}
+
+/// The op after which the values of `op` are final: `op` itself; for a
+/// micro-batch loop a schedule runs, that schedule (the loops' iterations
+/// run there); for a forward loop without one, the last part of its
+/// backward (the loss is whole when the backward has run).
+inline mlir::Operation *finalAfter(mlir::Operation *op) {
+  auto loop = llvm::dyn_cast<train::RepeatOp>(op);
+  if (!loop)
+    return op;
+  mlir::Operation *last = op;
+  if (train::RepeatOp backward = backwardOf(loop)) {
+    train::RepeatOp weight = weightPartOf(backward);
+    last = weight ? weight : backward;
+  }
+  // A backward loop's weight part, or the schedule, stands right after it.
+  for (mlir::Operation *next = last->getNextNode();
+       llvm::isa_and_nonnull<train::RepeatOp, ScheduleOp>(next);
+       next = next->getNextNode())
+    if (auto schedule = llvm::dyn_cast<ScheduleOp>(next))
+      return llvm::is_contained(scheduledLoops(schedule), loop) ? next : last;
+  return last;
 }
 
 } // namespace loom::dist

@@ -29,14 +29,6 @@ struct loomrt_ctx {
   /// Sends posted (loomrt_comm_post) and not yet drained: the event, the
   /// runtime's copy and its size.
   std::vector<std::tuple<loomrt_comm_event *, char *, int64_t>> posted;
-  /// One of this rank's pipeline actions.
-  struct Action {
-    int32_t kind; ///< 0 forward, 1 backward, 2 input backward, 3 weight's
-    int64_t stage;
-    int64_t microBatch;
-    int64_t slot; ///< where the micro-batch's saved values live
-  };
-  std::vector<Action> actions;
   /// One buffer per entry of the program's tensor table.
   std::vector<char *> tensors;
   /// The arena of the running function.

@@ -6,8 +6,8 @@
 // per layer what the weight gradients read. Nothing of the forward is
 // recomputed (no loss), and each stage's own weight (one parameter per
 // stage) is read again rather than kept.
-// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2" --dist-pipeline-split-backward | FileCheck %s
-// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2" --dist-pipeline-split-backward | FileCheck %s --check-prefix=VERIFIED
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=gpipe" --dist-pipeline-split-backward | FileCheck %s
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=gpipe" --dist-pipeline-split-backward | FileCheck %s --check-prefix=VERIFIED
 // RUN: not loom-opt %s --loom-pipeline="mesh=pp=2" --dist-pipeline-split-backward 2>&1 | FileCheck %s --check-prefix=NOLOOP
 // The pass alone, on the rank program of a pipeline with two micro-batches:
 // RUN: loom-opt %S/Inputs/chain-rank-m2.mlir --dist-pipeline-split-backward | FileCheck %s --check-prefix=ALONE

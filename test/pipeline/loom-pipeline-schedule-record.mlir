@@ -1,8 +1,10 @@
-// dist-pipeline-schedule records the schedule the rank program runs (the
-// driver's actions with each micro-batch's slot, and the slots a stage
-// needs); 1F1B is the default; GPipe's order is the program order and
-// records nothing; a schedule that cannot complete is refused at the model.
-// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=1f1b" | FileCheck %s --check-prefixes=ONE,VERIFIED
+// dist-pipeline-schedule puts the schedule the rank program runs in it (a
+// dist.schedule after the micro-batch loops: each rank's actions with each
+// micro-batch's slot, and the slots a stage needs); 1F1B is the default;
+// GPipe's order is the program order and needs none; a schedule that
+// cannot complete is refused at the model.
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=1f1b" | FileCheck %s --check-prefix=ONE
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=1f1b" | FileCheck %s --check-prefix=VERIFIED
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
 // RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2" | FileCheck %s --check-prefix=ONE
 // RUN: printf '0B0,0F0,0F1,0B1\n1F0,1B0,1F1,1B1\n' > %t.csv
@@ -10,7 +12,20 @@
 // RUN: printf '0F0,0F1,0F2,0B0,0B1,0B2\n1F0,1F1,1F2,1B0,1B1,1B2\n' > %t.three.csv
 // RUN: not loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=%t.three.csv" 2>&1 | FileCheck %s --check-prefix=COUNT
 
-// ONE: dist.schedule = "0F0.0,0F1.1,0B0.0,0B1.1\0A1F0.0,1B0.0,1F1.0,1B1.0\0A", dist.schedule_slots = 2 : i64
+// ONE:      dist.schedule slots 2 {
+// ONE-NEXT:   dist.rank_actions 0 {
+// ONE-NEXT:     dist.action forward stage 0 micro_batch 0 slot 0
+// ONE-NEXT:     dist.action forward stage 0 micro_batch 1 slot 1
+// ONE-NEXT:     dist.action backward stage 0 micro_batch 0 slot 0
+// ONE-NEXT:     dist.action backward stage 0 micro_batch 1 slot 1
+// ONE-NEXT:   }
+// ONE-NEXT:   dist.rank_actions 1 {
+// ONE-NEXT:     dist.action forward stage 1 micro_batch 0 slot 0
+// ONE-NEXT:     dist.action backward stage 1 micro_batch 0 slot 0
+// ONE-NEXT:     dist.action forward stage 1 micro_batch 1 slot 0
+// ONE-NEXT:     dist.action backward stage 1 micro_batch 1 slot 0
+// ONE-NEXT:   }
+// ONE-NEXT: }
 // GPIPE-NOT: dist.schedule
 // STUCK: error: 'train.model' op cannot run schedule '{{.*}}.csv': the schedule cannot complete: rank 0 waits to run 0B0, which needs 0F0 (rank 0)
 // COUNT: error: 'train.model' op cannot run schedule '{{.*}}three.csv' of 2 ranks x 1 stages and 3 micro-batches: the pipeline has 2 ranks x 1 stages and 2 micro-batches

@@ -207,23 +207,13 @@ void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group);
 void loomrt_comm_post(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                       int64_t count, int32_t dtype, int32_t peer);
 void loomrt_comm_drain(loomrt_ctx *ctx);
-/* The program's pipeline schedule: `csv` has one row of actions ("1F3":
-   stage, F, B, I or W, micro-batch, and optionally ".2", the slot that
-   keeps what the micro-batch's forward leaves for its backward; the
-   micro-batch by default) per pipeline rank; this rank takes the row of
-   its coordinate on mesh axis `axis`, and runs its actions in order. */
-void loomrt_pipeline_schedule(loomrt_ctx *ctx, int32_t axis, const char *csv);
-int64_t loomrt_pipeline_length(loomrt_ctx *ctx);
-/* Action k's kind: 0 forward, 1 whole backward, 2 backward for the
-   stage's input, 3 backward for its weights. */
-int32_t loomrt_pipeline_kind(loomrt_ctx *ctx, int64_t k);
-/* Action k's stage (of the pipeline's ranks x virtual stages). */
-int64_t loomrt_pipeline_stage(loomrt_ctx *ctx, int64_t k);
-int64_t loomrt_pipeline_micro_batch(loomrt_ctx *ctx, int64_t k);
-int64_t loomrt_pipeline_slot(loomrt_ctx *ctx, int64_t k);
-/* Begins (begin = 1) or ends (0) action k's span in the trace, named as
-   the schedule names it ("1F3"). */
-void loomrt_pipeline_trace(loomrt_ctx *ctx, int64_t k, int32_t begin);
+/* Begins (begin = 1) or ends (0) a pipeline action's span in the trace,
+   named as schedules name actions ("1F3": stage 1's forward of
+   micro-batch 3). `kind`: 0 forward, 1 whole backward, 2 backward for the
+   stage's input, 3 backward for its weights (the program's schedule, a
+   table the code generator emits, drives the actions). */
+void loomrt_pipeline_trace(loomrt_ctx *ctx, int64_t kind, int64_t stage,
+                           int64_t micro_batch, int32_t begin);
 
 /* Asynchronous forms: the collective starts on the context's communication
    stream (collectives run one after another in issue order, overlapping the

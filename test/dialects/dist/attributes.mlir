@@ -138,15 +138,6 @@ train.model @m attributes {dist.verified = #dist.verified<simulated = 4, ranks =
 
 // -----
 
-train.model @m attributes {dist.schedule_slots = 0 : i64} {
-  %x = train.input "x" : tensor<2x4xf32>
-  %loss = train.reduce sum %x dims [0, 1] : tensor<2x4xf32>
-  train.output loss(%loss : tensor<f32>)
-}
-// expected-error @-5 {{'train.model' op attribute 'dist.schedule_slots' must be at least 1}}
-
-// -----
-
 // An axis's role: implied by dp, tp and pp, stated for any other name, and
 // each role on one axis at most.
 // expected-error @below {{mesh axis "x" needs a role: "x" = N : data, tensor or pipeline}}
