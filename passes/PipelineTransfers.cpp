@@ -409,10 +409,42 @@ struct Transfers {
         backwards.push_back(backward);
     for (RepeatOp backward : backwards)
       accumulatePerStage(backward);
+    for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+      if (RepeatOp backward = backwardOf(forward)) {
+        stampStagelessOps(forward.getBodyBlock());
+        stampStagelessOps(backward.getBodyBlock());
+      }
     if (failed(normPerStage()))
       return failure();
     placeUpdates();
     return success();
+  }
+
+  /// An op of no stage in a micro-batch loop's body runs in every action
+  /// of the schedule (and on every rank in the program order): the loss's
+  /// normalisation by the micro-batch's label count, the loss gradient's
+  /// scale. Where everything that reads it is one stage's, it is that
+  /// stage's op too, so no other stage's action runs it. Users first (the
+  /// body in reverse), so a chain of such ops takes its reader's stage.
+  void stampStagelessOps(Block &body) {
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
+      if (stageOf(&op) || op.getNumRegions() || op.use_empty() ||
+          op.hasTrait<OpTrait::IsTerminator>() ||
+          isa<arith::ConstantOp, ReshapeOp>(op) ||
+          !llvm::all_of(op.getResultTypes(), llvm::IsaPred<RankedTensorType>))
+        continue;
+      std::optional<int64_t> stage;
+      bool one = llvm::all_of(op.getUsers(), [&](Operation *user) {
+        std::optional<int64_t> s =
+            user->getBlock() == &body ? stageOf(user) : std::nullopt;
+        if (!s || (stage && *stage != *s))
+          return false;
+        stage = s;
+        return true;
+      });
+      if (one && stage)
+        placeOnStage(&op, *stage, ranks);
+    }
   }
 
   /// Whether every rank holds `v` whole: no stage made any of it, or an

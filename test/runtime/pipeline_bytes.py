@@ -12,7 +12,8 @@ layer, the embedding tied to the head):
     rank's own stage's parameters only (4 bytes each, the tied embedding's
     on both stages), the loss, and the cross-entropy's labelled-token
     counts (scalars, once per micro-batch for each of them in the rank
-    program).
+    program that runs on the rank's stage: the backward's only on the
+    last).
 
 Stage 0 holds the token and position embeddings and its layers, stage 1
 its layers, the final norm and the tied embedding; the layers each stage
@@ -54,12 +55,17 @@ def stage_parameters(program):
     return [first, last], layers
 
 
-def token_counts(program, axis):
+def token_counts(program, axis, stage):
     """The cross-entropy's labelled-token counts reduced over `axis` in one
-    step: scalar all-reduces inside the micro-batch loops, once per
-    micro-batch."""
+    step by the ranks of `stage`: scalar all-reduces inside the micro-batch
+    loops, once per micro-batch; those of no stage on every rank, those of a
+    stage (the loss gradient's, which only the last stage reads) on its
+    ranks only."""
+    def runs_here(line):
+        m = re.search(r"dist\.stage = (\d+)", line)
+        return m is None or int(m.group(1)) == stage
     return M * sum(1 for line in program.splitlines()
-                   if line.startswith("      ") and
+                   if line.startswith("      ") and runs_here(line) and
                    re.search(r'dist\.all_reduce_start .* over \["%s"\] .*: tensor<f32>$' % axis, line))
 
 
@@ -84,12 +90,11 @@ for mesh, ranks, dp in (("pp=2", 2, 1), ("pp=2,dp=2", 4, 2)):
         sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
     pmpi = {int(a): int(b) for a, b in re.findall(r"pmpi: rank (\d+) sent (\d+) bytes", r.stderr)}
     pp_bytes = 4 * (B // dp) * S * H + 4 * (V * H + 2)
-    dp_scalars = 1 + token_counts(program, "dp") if dp > 1 else 0
     for rank in range(ranks):
         stage = rank // dp
         want = pp_bytes
         if dp > 1:
-            want += 4 * own[stage] + 4 * dp_scalars
+            want += 4 * own[stage] + 4 * (1 + token_counts(program, "dp", stage))
         got = pmpi.get(rank, -1)
         check(f"{mesh} M={M} (layers {layers[0]} + {layers[1]}): rank {rank} (stage {stage}) bytes per step",
               got == want * STEPS, f"PMPI {got // STEPS if got >= 0 else got}, formula {want}")
