@@ -70,11 +70,56 @@ void makeAsync(dist::AllReduceOp reduce) {
   reduce.erase();
 }
 
+/// The ops the loss depends on, at every depth (a loop's carried values
+/// through its yields): the evaluation runs them and nothing else.
+DenseSet<Operation *> lossSlice(ModelOp model) {
+  DenseSet<Operation *> slice;
+  DenseSet<Value> seen;
+  SmallVector<Value> work{model.getOutput().getLoss()};
+  auto need = [&](Value v) {
+    if (seen.insert(v).second)
+      work.push_back(v);
+  };
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      auto repeat = dyn_cast<RepeatOp>(arg.getOwner()->getParentOp());
+      if (!repeat || arg.getArgNumber() == 0)
+        continue;
+      unsigned n = arg.getArgNumber() - 1;
+      need(repeat->getOperand(n));
+      if (n < repeat.getCarries().size())
+        need(repeat.getYield().getCarries()[n]);
+      continue;
+    }
+    Operation *def = v.getDefiningOp();
+    for (Operation *op = def; op && !isa<ModelOp>(op); op = op->getParentOp())
+      slice.insert(op);
+    if (auto repeat = dyn_cast<RepeatOp>(def)) {
+      unsigned n = cast<OpResult>(v).getResultNumber();
+      size_t carries = repeat.getCarries().size();
+      if (n < carries) {
+        need(repeat.getCarries()[n]);
+        need(repeat.getYield().getCarries()[n]);
+      } else {
+        need(repeat.getYield().getStacked()[n - carries]);
+      }
+      continue;
+    }
+    for (Value operand : def->getOperands())
+      need(operand);
+  }
+  return slice;
+}
+
 /// Merges a block's starts over the same axes and ranks into buckets of at most
 /// `cap` bytes: a bucket starts where its last member would and is waited
 /// where its first use needs it, so a member joins only while the bucket's
-/// start can still precede every member's wait.
-int64_t bucket(Block &block, int64_t cap) {
+/// start can still precede every member's wait. What the loss depends on
+/// (in `evaluated`) and what it does not (the gradients) never share a
+/// bucket: the evaluation runs the one without the other.
+int64_t bucket(Block &block, int64_t cap,
+               const DenseSet<Operation *> &evaluated) {
   int64_t merged = 0;
   SmallVector<dist::AllReduceStartOp> group;
   int64_t bytes = 0;
@@ -118,7 +163,7 @@ int64_t bucket(Block &block, int64_t cap) {
   for (Operation &op : block) {
     for (Region &region : op.getRegions())
       for (Block &inner : region)
-        merged += bucket(inner, cap);
+        merged += bucket(inner, cap, evaluated);
     if (auto start = dyn_cast<dist::AllReduceStartOp>(op);
         start && start.getInputs().size() == 1)
       starts.push_back(start);
@@ -129,6 +174,8 @@ int64_t bucket(Block &block, int64_t cap) {
     // A bucket's members run on the same ranks (one pipeline stage's, or
     // all).
     bool fits = !group.empty() && group.front().getAxes() == start.getAxes() &&
+                evaluated.contains(group.front()) ==
+                    evaluated.contains(start) &&
                 group.front()->getDiscardableAttrDictionary() ==
                     start->getDiscardableAttrDictionary() &&
                 cast<RankedTensorType>(group.front().getInputs()[0].getType())
@@ -163,7 +210,8 @@ struct DistCommOptPass : public loom::impl::DistCommOptBase<DistCommOptPass> {
       ++numAsync;
     }
     for (train::ModelOp model : getOperation().getOps<train::ModelOp>())
-      numBucketed += bucket(model.getBody().front(), bucketBytes);
+      numBucketed += bucket(model.getBody().front(), bucketBytes,
+                            lossSlice(model));
   }
 };
 

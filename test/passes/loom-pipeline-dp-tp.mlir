@@ -2,8 +2,9 @@
 
 // The Megatron MLP on a 2 x 2 mesh, dp outer, tp inner: the batch split
 // over dp, the layers over tp. The forward pass has one collective, the
-// row-parallel layer's all-reduce over tp; the gradients (and the loss) are
-// reduced over dp in one asynchronous bucket; the weights are stored as
+// row-parallel layer's all-reduce over tp; the gradients are reduced over
+// dp in one asynchronous bucket, the loss in one of its own (the evaluation
+// reduces it without running the backward); the weights are stored as
 // their blocks, so nothing is gathered.
 // CHECK-LABEL: train.model @mlp2x2
 // CHECK: train.param "w1" {{.*}} {dist.global_shape = array<i64: 16, 32>, dist.shard_groups = array<i64: 0, 2>} : tensor<16x16xf32>
@@ -15,7 +16,8 @@
 // CHECK-NEXT: %[[W:.*]] = dist.wait %[[R]] : tensor<4x16xf32>
 // CHECK-NEXT: train.layer_norm %[[W]]
 // CHECK-NOT: over ["tp"]
-// CHECK: dist.all_reduce_start {{.*}} over ["dp"]
+// CHECK: dist.all_reduce_start %{{.*}} over ["dp"] : tensor<f32>
+// CHECK: dist.all_reduce_start {{.*}} over ["dp"] : tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>, tensor<16xf32>, tensor<16x16xf32>
 // CHECK-NOT: dist.all_reduce_start
 // CHECK-NOT: dist.all_gather
 // CHECK: train.output
