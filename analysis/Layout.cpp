@@ -69,23 +69,39 @@ FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
     return index;
   };
   // A parameter one pipeline stage uses (and its optimizer state) lives
-  // on that stage's ranks only.
+  // on that stage's ranks only; one that stages on some ranks use (the
+  // tied embedding on a longer pipeline) on the ranks that run its update.
   auto pipeline = dist::attrs(model).getPipelineAttrHelper().getAttr(model);
   dist::MeshAttr mesh = dist::MeshAttr::lookup(model);
   int32_t pipelineAxis =
       pipeline && mesh ? mesh.getAxisIndex(dist::AxisRole::Pipeline) : -1;
-  llvm::StringMap<int64_t> owners;
-  if (pipelineAxis >= 0)
-    for (ParamOp p : body.getOps<ParamOp>())
+  llvm::StringMap<int64_t> owners; // the mask of pipeline coordinates
+  if (pipelineAxis >= 0) {
+    StringAttr axisName = mesh.getAxis(dist::AxisRole::Pipeline);
+    for (ParamOp p : body.getOps<ParamOp>()) {
       if (auto stages = dist::attrs(p).getStagesAttrHelper().getAttr(p);
           stages && stages.size() == 1)
-        owners[p.getName()] = stages[0] % pipeline.getRanks();
+        owners[p.getName()] = int64_t(1) << (stages[0] % pipeline.getRanks());
+      for (Operation *user : p->getUsers()) {
+        if (!isa<SGDUpdateOp, AdamWUpdateOp>(user))
+          continue;
+        auto on = dist::attrs(user).getOnAttrHelper().getAttr(user);
+        if (!on || !on.get(axisName))
+          continue;
+        int64_t mask = 0;
+        for (int64_t c = 0; c < pipeline.getRanks(); ++c)
+          if (dist::onAdmits(on.get(axisName), c))
+            mask |= int64_t(1) << c;
+        owners[p.getName()] = mask;
+      }
+    }
+  }
   auto hold = [&](StringRef param) {
     auto it = owners.find(param);
     if (it == owners.end())
       return;
     layout.tensors.back().heldAxis = pipelineAxis;
-    layout.tensors.back().heldMask = int64_t(1) << it->second;
+    layout.tensors.back().heldMask = it->second;
   };
   int64_t iteration = -1;
   for (Operation &op : body) {

@@ -453,9 +453,7 @@ struct Planner {
 bool loom::analysis::runsAt(Operation *op, StringAttr axis,
                             int64_t coordinate) {
   auto on = loom::dist::attrs(op).getOnAttrHelper().getAttr(op);
-  auto at = on && axis ? dyn_cast_or_null<IntegerAttr>(on.get(axis))
-                       : IntegerAttr();
-  return !at || at.getInt() == coordinate;
+  return !on || !axis || loom::dist::onAdmits(on.get(axis), coordinate);
 }
 
 MemoryPlan loom::analysis::planMemory(

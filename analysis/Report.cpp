@@ -234,7 +234,7 @@ static bool runsOnFirstRank(Operation *op) {
   for (; op; op = op->getParentOp())
     if (auto on = loom::dist::attrs(op).getOnAttrHelper().getAttr(op))
       for (NamedAttribute entry : on)
-        if (auto c = dyn_cast<IntegerAttr>(entry.getValue()); c && c.getInt())
+        if (!loom::dist::onAdmits(entry.getValue(), 0))
           return false;
   return true;
 }
@@ -275,10 +275,8 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
     if (!grad)
       return;
     auto on = loom::dist::attrs(op).getOnAttrHelper().getAttr(op);
-    auto c = on && ppName ? dyn_cast_or_null<IntegerAttr>(on.get(ppName))
-                          : IntegerAttr();
     for (int64_t r = 0; r < pp; ++r)
-      if (!c || c.getInt() == r)
+      if (!on || !ppName || loom::dist::onAdmits(on.get(ppName), r))
         pipelineRanks[size_t(r)].gradientBytes += tensorBytes(grad.getType());
   });
   // Each pipeline rank plans its own arena (what its stages run); the
@@ -408,6 +406,15 @@ loom::analysis::countCommunication(ModelOp rankProgram, MeshAttr mesh,
           axis += (axis.empty() ? "" : "+") + name.getValue().str();
           size *= n;
         }
+    // Two members of an axis exchange their tensors (each sends it whole).
+    auto members = dyn_cast<dist::AllReduceOp>(op)
+                       ? cast<dist::AllReduceOp>(op).getMembers()
+                       : std::nullopt;
+    if (members) {
+      axis += " members " + std::to_string((*members)[0]) + "+" +
+              std::to_string((*members)[1]);
+      size = int64_t(members->size());
+    }
     int64_t times = 1;
     for (Operation *p = op->getParentOp(); p && p != rankProgram;
          p = p->getParentOp())
@@ -425,7 +432,7 @@ loom::analysis::countCommunication(ModelOp rankProgram, MeshAttr mesh,
     double sent = kind == Collective::AllReduce
                       ? double(ringAllReduceBytes(elements, size, 0))
                       : collectiveBytesSent(kind, double(bytes), size);
-    if (kind == Collective::Send)
+    if (kind == Collective::Send || members)
       sent = double(bytes);
     bool crosses = cluster && llvm::any_of(
         axes.getAsValueRange<StringAttr>(), [&](StringRef a) {

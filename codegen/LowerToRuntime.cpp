@@ -341,6 +341,34 @@ struct Emitter {
     auto inType = cast<RankedTensorType>(op->getOperand(0).getType());
     auto outType = cast<RankedTensorType>(op->getResult(0).getType());
     Value dtype = i32(dtypeOf(inType.getElementType()));
+    if (auto reduce = dyn_cast<dist::AllReduceOp>(op);
+        reduce && reduce.getMembers()) {
+      // Between two coordinates of one axis: each member posts its tensor
+      // to the other, receives the other's into the result and adds its
+      // own on the side of its coordinate, so both hold lower + upper.
+      ArrayRef<int64_t> members = *reduce.getMembers();
+      StringAttr axis = cast<StringAttr>(reduce.getAxes()[0]);
+      Value here = call("loomrt_mesh_coord",
+                        {ctx, i32(mesh.getAxisIndex(axis))}, {b.getI64Type()});
+      int64_t shape = shapeId(inType.getShape());
+      for (int side = 0; side < 2; ++side) {
+        Value mine = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                           here, i64(members[side]));
+        emitWhen(mine, [&] {
+          Value peer = i32(members[1 - side]);
+          call("loomrt_comm_post",
+               {ctx, group(mesh.getGroupMask({axis})), in,
+                i64(inType.getNumElements()), dtype, peer});
+          call("loomrt_comm_recv",
+               {ctx, group(mesh.getGroupMask({axis})), out,
+                i64(inType.getNumElements()), dtype, peer});
+          Value lhs = side == 0 ? in : out, rhs = side == 0 ? out : in;
+          call("loomrt_add", {ctx, out, lhs, rhs, i64(shape), i64(shape),
+                              i64(shape)});
+        });
+      }
+      return success();
+    }
     if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
       copy(out, in, inType);
       call("loomrt_comm_all_reduce",
@@ -598,16 +626,25 @@ struct Emitter {
     Value cond;
     for (NamedAttribute entry : on ? on.getValue() : ArrayRef<NamedAttribute>()) {
       int64_t axis = mesh.getAxisIndex(entry.getName());
-      auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
-      if (axis < 0 || !coordinate)
+      SmallVector<int64_t> coordinates;
+      if (auto one = dyn_cast<IntegerAttr>(entry.getValue()))
+        coordinates.push_back(one.getInt());
+      else if (auto list = dyn_cast<DenseI64ArrayAttr>(entry.getValue()))
+        coordinates.assign(list.asArrayRef().begin(), list.asArrayRef().end());
+      if (axis < 0 || coordinates.empty())
         return op.emitOpError("has a '")
                << dist::attrs(&op).getOnAttrHelper().getNameStr()
                << "' entry that names no mesh axis and coordinate: "
                << entry.getName();
       Value here = call("loomrt_mesh_coord", {ctx, i32(axis)},
                         {b.getI64Type()});
-      Value match = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
-                                          here, i64(coordinate.getInt()));
+      // One of the listed coordinates.
+      Value match;
+      for (int64_t c : coordinates) {
+        Value is = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+                                         here, i64(c));
+        match = match ? arith::OrIOp::create(b, loc(), match, is) : is;
+      }
       cond = cond ? arith::AndIOp::create(b, loc(), cond, match) : match;
     }
     return cond;

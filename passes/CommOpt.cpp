@@ -20,6 +20,8 @@ namespace {
 /// yields it starts a layer's gradient reduction while the backward pass
 /// of the earlier layers still runs.
 bool reduceInsideRepeat(dist::AllReduceOp reduce) {
+  if (reduce.getMembers())
+    return false;
   auto result = dyn_cast<OpResult>(reduce.getInput());
   auto repeat = result ? dyn_cast<RepeatOp>(result.getOwner()) : RepeatOp();
   if (!repeat || !result.hasOneUse())
@@ -201,8 +203,10 @@ struct DistCommOptPass : public loom::impl::DistCommOptBase<DistCommOptPass> {
     for (dist::AllReduceOp r : reduces)
       numMovedIntoRepeats += reduceInsideRepeat(r);
     reduces.clear();
+    // (An exchange between two members is two transfers, not a
+    // collective the runtime runs in the background.)
     getOperation().walk([&](dist::AllReduceOp r) {
-      if (!r.getMax())
+      if (!r.getMax() && !r.getMembers())
         reduces.push_back(r);
     });
     for (dist::AllReduceOp r : reduces) {

@@ -417,7 +417,107 @@ struct Transfers {
     if (failed(normPerStage()))
       return failure();
     placeUpdates();
+    tieGroups();
     return success();
+  }
+
+  /// The parts of a sum over stages: `v` itself when one stage makes it,
+  /// or the parts of an add of no stage (collected in `adds`) that only
+  /// the sum reads.
+  bool stageParts(Value v, SmallVectorImpl<std::pair<Value, int64_t>> &parts,
+                  SmallVectorImpl<Operation *> &adds) {
+    auto add = v.getDefiningOp<AddOp>();
+    if (add && !stageOf(add) && add.getLhs().getType() == add.getType() &&
+        add.getRhs().getType() == add.getType() && v.hasOneUse()) {
+      adds.push_back(add);
+      return stageParts(add.getLhs(), parts, adds) &&
+             stageParts(add.getRhs(), parts, adds);
+    }
+    ArrayRef<int64_t> from = contributors(v);
+    if (from.size() != 1)
+      return false;
+    parts.push_back({v, from[0]});
+    return true;
+  }
+
+  /// A parameter that stages on two ranks of a longer pipeline use (the
+  /// embedding tied to the head, on the first and the last stage) lives on
+  /// those two ranks only, as Megatron-LM's embedding group does: the sum
+  /// of its gradient's parts becomes an exchange between them (an
+  /// all-reduce with `members`), and what reads that sum (data
+  /// parallelism's reduction, clipping's scaling, the update) runs there
+  /// too; the other ranks hold and compute none of it. The layout stores
+  /// the parameter and its state where its update runs.
+  void tieGroups() {
+    if (ranks <= 2)
+      return;
+    Block &body = model.getBody().front();
+    SmallVector<dist::AllReduceOp> reduces(body.getOps<dist::AllReduceOp>());
+    for (dist::AllReduceOp reduce : reduces) {
+      if (reduce.getAxes().size() != 1 || reduce.getAxes()[0] != axis ||
+          reduce.getMembers() || reduce.getMax() ||
+          reduce.getInput().getType().getRank() == 0)
+        continue;
+      SmallVector<std::pair<Value, int64_t>> parts;
+      SmallVector<Operation *> adds;
+      if (!stageParts(reduce.getInput(), parts, adds))
+        continue;
+      SmallVector<int64_t> members;
+      for (auto [part, stage] : parts)
+        members.push_back(stage % ranks);
+      llvm::sort(members);
+      members.erase(llvm::unique(members), members.end());
+      if (members.size() != 2)
+        continue;
+      // What reads the sum, transitively, at the top level: it must be
+      // able to run on the members alone.
+      SetVector<Operation *> readers;
+      SmallVector<Value> work{reduce.getResult()};
+      bool movable = true;
+      while (!work.empty() && movable) {
+        Value v = work.pop_back_val();
+        for (Operation *user : v.getUsers()) {
+          if (isa<OutputOp>(user))
+            continue;
+          if (user->getBlock() != &body || user->getNumRegions()) {
+            movable = false;
+            break;
+          }
+          if (std::optional<int64_t> stage = stageOf(user)) {
+            movable &= llvm::is_contained(members, *stage % ranks);
+            continue;
+          }
+          if (readers.insert(user))
+            llvm::append_range(work, user->getResults());
+        }
+      }
+      // Its parameter and state: read on the members only (through the
+      // micro-batch loops, by their stages' ops).
+      std::function<bool(Value)> readOnMembers = [&](Value v) {
+        return llvm::all_of(v.getUses(), [&](OpOperand &use) {
+          Operation *user = use.getOwner();
+          if (std::optional<int64_t> stage = stageOf(user))
+            return llvm::is_contained(members, *stage % ranks);
+          if (readers.contains(user))
+            return true;
+          auto repeat = dyn_cast<RepeatOp>(user);
+          return repeat && readOnMembers(repeat.getBodyBlock().getArgument(
+                               1 + use.getOperandNumber()));
+        });
+      };
+      for (Operation *reader : readers)
+        if (isa<SGDUpdateOp, AdamWUpdateOp>(reader))
+          for (Value held : reader->getOperands())
+            if (isa_and_nonnull<ParamOp, StateOp>(held.getDefiningOp()))
+              movable &= readOnMembers(held);
+      if (!movable)
+        continue;
+      Builder b(model.getContext());
+      reduce.setMembersAttr(b.getDenseI64ArrayAttr(members));
+      dist::placeOnRanks(reduce, axis, members);
+      for (Operation *op : llvm::concat<Operation *const>(adds, readers))
+        dist::placeOnRanks(op, axis, members);
+    }
   }
 
   /// An op of no stage in a micro-batch loop's body runs in every action

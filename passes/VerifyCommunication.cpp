@@ -219,6 +219,31 @@ struct Simulator {
         out.push_back(e);
         continue;
       }
+      if (auto reduce = dyn_cast<dist::AllReduceOp>(op);
+          reduce && reduce.getMembers()) {
+        // Two members exchange their tensors: a posted send, a receive.
+        ArrayRef<int64_t> members = *reduce.getMembers();
+        StringRef axis = cast<StringAttr>(reduce.getAxes()[0]).getValue();
+        int64_t here = coordinates(rank)[mesh.getAxisIndex(axis)];
+        if (!llvm::is_contained(members, here))
+          return op.emitError() << "rank " << rank << " (" << axis << " = "
+                                << here << ") runs an all-reduce among "
+                                << axis << " = " << members[0] << " and "
+                                << members[1] << ", and is neither";
+        int64_t peer = peerOf(rank, axis, members[members[0] == here]);
+        Event send{Event::Send, &op};
+        send.peer = peer;
+        send.name = "all_reduce (members' send)";
+        send.type = reduce.getInput().getType();
+        send.posted = true;
+        Event recv = send;
+        recv.kind = Event::Recv;
+        recv.name = "all_reduce (members' receive)";
+        recv.posted = false;
+        out.push_back(send);
+        out.push_back(recv);
+        continue;
+      }
       if (!dist::isCommunication(&op))
         continue;
       auto axes = op.getAttrOfType<ArrayAttr>("axes");
@@ -291,6 +316,9 @@ struct Simulator {
           addAxis(entry.getName());
       if (auto send = dyn_cast<dist::SendOp>(op))
         addAxis(send.getAxis());
+      if (auto reduce = dyn_cast<dist::AllReduceOp>(op);
+          reduce && reduce.getMembers())
+        addAxis(cast<StringAttr>(reduce.getAxes()[0]).getValue());
       if (auto recv = dyn_cast<dist::RecvOp>(op))
         addAxis(recv.getAxis());
     });

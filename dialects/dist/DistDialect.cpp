@@ -124,21 +124,29 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
 
   if (name == getOnAttrHelper().getName()) {
     for (NamedAttribute coordinate : getOnAttrHelper().getAttr(op)) {
-      auto index = dyn_cast<IntegerAttr>(coordinate.getValue());
-      if (!index)
+      SmallVector<int64_t> indices;
+      if (auto index = dyn_cast<IntegerAttr>(coordinate.getValue()))
+        indices.push_back(index.getInt());
+      else if (auto list = dyn_cast<DenseI64ArrayAttr>(coordinate.getValue());
+               list && !list.empty() && llvm::is_sorted(list.asArrayRef()) &&
+               llvm::adjacent_find(list.asArrayRef()) == list.asArrayRef().end())
+        indices.assign(list.asArrayRef().begin(), list.asArrayRef().end());
+      else
         return fail() << "maps axis \"" << coordinate.getName().getValue()
                       << "\" to " << coordinate.getValue()
-                      << ", not to an index";
+                      << ", not to an index or an ascending array<i64> of "
+                         "them";
       if (!mesh)
         continue;
       StringRef axis = coordinate.getName().getValue();
       if (mesh.getAxisIndex(axis) < 0)
         return fail() << "names axis \"" << axis << "\", which the mesh "
                       << mesh << " does not have";
-      if (index.getInt() < 0 || index.getInt() >= mesh.getAxisSize(axis))
-        return fail() << "puts the op at " << axis << " = " << index.getInt()
-                      << ", outside the axis of size "
-                      << mesh.getAxisSize(axis);
+      for (int64_t index : indices)
+        if (index < 0 || index >= mesh.getAxisSize(axis))
+          return fail() << "puts the op at " << axis << " = " << index
+                        << ", outside the axis of size "
+                        << mesh.getAxisSize(axis);
     }
     return success();
   }
@@ -887,6 +895,20 @@ LogicalResult AllReduceOp::verify() {
   if (!isa<FloatType>(getInput().getType().getElementType()))
     return emitOpError("reduces float tensors only, got ")
            << getInput().getType().getElementType();
+  if (std::optional<ArrayRef<int64_t>> members = getMembers()) {
+    if (getAxes().size() != 1 || getMax())
+      return emitOpError("sums among members of one axis only");
+    if (members->size() != 2 || (*members)[0] < 0 ||
+        (*members)[0] >= (*members)[1])
+      return emitOpError("exchanges between two ascending coordinates; "
+                         "got [")
+             << llvm::make_range(members->begin(), members->end()) << "]";
+    StringRef axis = cast<StringAttr>(getAxes()[0]).getValue();
+    if (mesh && (*members)[1] >= mesh.getAxisSize(axis))
+      return emitOpError("names member ")
+             << (*members)[1] << " of axis \"" << axis << "\" of size "
+             << mesh.getAxisSize(axis);
+  }
   return success();
 }
 
@@ -1082,12 +1104,29 @@ bool loom::dist::runsOn(Operation *op, MeshAttr mesh, int64_t rank) {
     if (auto on = attrs.getOnAttrHelper().getAttr(op))
       for (NamedAttribute entry : on) {
         int64_t axis = mesh.getAxisIndex(entry.getName());
-        auto coordinate = dyn_cast<IntegerAttr>(entry.getValue());
-        if (axis >= 0 && coordinate && c[axis] != coordinate.getInt())
+        if (axis >= 0 && !onAdmits(entry.getValue(), c[axis]))
           return false;
       }
   }
   return true;
+}
+
+bool loom::dist::onAdmits(Attribute entry, int64_t coordinate) {
+  if (auto index = dyn_cast_or_null<IntegerAttr>(entry))
+    return index.getInt() == coordinate;
+  if (auto list = dyn_cast_or_null<DenseI64ArrayAttr>(entry))
+    return llvm::is_contained(list.asArrayRef(), coordinate);
+  return true;
+}
+
+void loom::dist::placeOnRanks(Operation *op, StringAttr axis,
+                              ArrayRef<int64_t> coordinates) {
+  Builder b(op->getContext());
+  attrs(op).getOnAttrHelper().setAttr(
+      op, b.getDictionaryAttr(b.getNamedAttr(
+              axis, coordinates.size() == 1
+                        ? Attribute(b.getI64IntegerAttr(coordinates[0]))
+                        : Attribute(b.getDenseI64ArrayAttr(coordinates)))));
 }
 
 bool loom::dist::isCommunication(Operation *op) {

@@ -60,6 +60,15 @@ llvm::Expected<MeshAttr> parseMesh(mlir::MLIRContext *ctx,
 /// `dist.ranks` lists world ranks, `dist.on` mesh coordinates.
 bool runsOn(mlir::Operation *op, MeshAttr mesh, int64_t rank);
 
+/// Whether a `dist.on` entry (a coordinate, or an ascending array of them;
+/// null: no entry) admits `coordinate`.
+bool onAdmits(mlir::Attribute entry, int64_t coordinate);
+
+/// Puts `op` on the ranks whose coordinate on `axis` is one of
+/// `coordinates` (`dist.on`; with one coordinate, an index).
+void placeOnRanks(mlir::Operation *op, mlir::StringAttr axis,
+                  llvm::ArrayRef<int64_t> coordinates);
+
 /// Whether `op` communicates: a collective over mesh axes or one half of a
 /// point-to-point transfer (not `dist.shard`, which is local).
 bool isCommunication(mlir::Operation *op);

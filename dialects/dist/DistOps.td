@@ -273,16 +273,32 @@ def Dist_AllReduceOp : Dist_CollectiveOp<"all_reduce", [SameOperandsAndResultTyp
     the group's operands: an unreduced value made whole. The runtime's ring
     sends 2 (N - 1) / N of the tensor's bytes per rank.
 
+    With `members`, two coordinates of its one axis, only those ranks of
+    the group take part (they alone run it: `dist.on` lists them): each
+    sends its tensor to the other and both add the two in coordinate
+    order, the same bits on both, the bytes of a two-rank ring. The
+    embedding tied to the head, which the first and the last pipeline
+    stage hold, reduces its gradient so (Megatron-LM's embedding group).
+
     ```mlir
     %g = dist.all_reduce %partial over ["dp"] : tensor<16x4xf32>
     %m = dist.all_reduce %x over ["dp", "tp"] max : tensor<f32>
+    %e = dist.all_reduce %part over ["pp"] members [0, 3] {dist.on = {pp = array<i64: 0, 3>}} : tensor<8x4xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes,
-                       UnitAttr:$max);
+                       UnitAttr:$max, OptionalAttr<DenseI64ArrayAttr>:$members);
   let results = (outs AnyRankedTensor:$result);
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$input, "::mlir::ArrayAttr":$axes,
+                   CArg<"bool", "false">:$max), [{
+      build($_builder, $_state, input.getType(), input, axes,
+            max ? $_builder.getUnitAttr() : ::mlir::UnitAttr(),
+            ::mlir::DenseI64ArrayAttr());
+    }]>
+  ];
   let assemblyFormat = [{
-    $input `over` $axes (`max` $max^)? attr-dict `:` type($input)
+    $input `over` $axes (`max` $max^)? (`members` $members^)? attr-dict `:` type($input)
   }];
 }
 

@@ -4,10 +4,12 @@ PMPI wrapper, equal to the byte a formula from the example GPT's shapes
 (batch b, context s, width h, vocabulary V, 12 h^2 + 13 h parameters per
 layer, the embedding tied to the head):
 
-  over pp: the activation (stage 0) or its gradient (stage 1) of each
-    micro-batch, 4 (b / dp) s h in all; the ring all-reduce over the two
-    stages of the tied embedding's gradient (4 V h), the loss and the
-    clipping norm's scalar (4 each);
+  over pp: the activation (all stages but the last) and its gradient (all
+    but the first) of each micro-batch, 4 (b / dp) s h each in all; the
+    tied embedding's gradient between the first and the last stage (4 V h:
+    a two-rank ring at pp=2, an exchange between those two ranks at pp=4,
+    the middle stages neither hold nor send it); the loss and the clipping
+    norm's scalar all-reduced over the pipeline's ring;
   over dp: the ring all-reduce over two ranks of the gradients of the
     rank's own stage's parameters only (4 bytes each, the tied embedding's
     on both stages), the loss, and the cross-entropy's labelled-token
@@ -38,24 +40,36 @@ parser.add_argument("--pmpi", required=True)
 args = parser.parse_args()
 
 B, S, H, V, LAYERS = 8, 64, 128, 256, 4
-M = 2
 STEPS = 2
 PER_LAYER = 12 * H * H + 13 * H
 work = tempfile.mkdtemp(prefix="loom-pipeline-bytes-")
 check = Checks()
 
 
-def stage_parameters(program):
-    """Each stage's own parameters, from the shapes and its layers."""
+def stage_parameters(program, pp):
+    """Each stage's own parameters, from the shapes and its layers: the
+    token and position embeddings on the first, the final norm on the
+    last, the tied embedding on the first and the last."""
     ranges = [tuple(map(int, m)) for m in re.findall(r'train.param "w_qkv\[(\d+):(\d+)\]"', program)]
     layers = [b - a for a, b in sorted(ranges)]
-    assert sum(layers) == LAYERS and len(layers) == 2, ranges
-    first = V * H + S * H + layers[0] * PER_LAYER
-    last = layers[1] * PER_LAYER + 2 * H + V * H
-    return [first, last], layers
+    assert sum(layers) == LAYERS and len(layers) == pp, ranges
+    own = [n * PER_LAYER for n in layers]
+    own[0] += V * H + S * H
+    own[-1] += 2 * H + V * H
+    return own, layers
 
 
-def token_counts(program, axis, stage):
+def ring_scalar_bytes(rank, n):
+    """Bytes rank `rank` sends in a ring all-reduce of one float over `n`
+    ranks: the element is chunk 0, which the reduce-scatter's step s sends
+    from rank s and the all-gather's step s from rank s - 1 (mod n), for s
+    in 0 .. n - 2."""
+    sends = sum(1 for s in range(n - 1) if rank == s) + \
+        sum(1 for s in range(n - 1) if rank == (s - 1) % n)
+    return 4 * sends
+
+
+def token_counts(program, axis, stage, M):
     """The cross-entropy's labelled-token counts reduced over `axis` in one
     step by the ranks of `stage`: scalar all-reduces inside the micro-batch
     loops, once per micro-batch; those of no stage on every rank, those of a
@@ -69,7 +83,7 @@ def token_counts(program, axis, stage):
                    re.search(r'dist\.all_reduce_start .* over \["%s"\] .*: tensor<f32>$' % axis, line))
 
 
-for mesh, ranks, dp in (("pp=2", 2, 1), ("pp=2,dp=2", 4, 2)):
+for mesh, ranks, pp, dp, M in (("pp=2", 2, 2, 1, 2), ("pp=2,dp=2", 4, 2, 2, 2), ("pp=4", 4, 4, 1, 4)):
     name = mesh.replace("=", "").replace(",", "")
     exe = os.path.join(work, name)
     phases = os.path.join(work, name + "-phases")
@@ -81,7 +95,7 @@ for mesh, ranks, dp in (("pp=2", 2, 1), ("pp=2,dp=2", 4, 2)):
         sys.exit(f"loomc --mesh {mesh} failed:\n{r.stderr}")
     with open(os.path.join(phases, "2-rank-program.mlir")) as f:
         program = f.read()
-    own, layers = stage_parameters(program)
+    own, layers = stage_parameters(program, pp)
     metrics = os.path.join(work, name + ".%r.jsonl")
     r = subprocess.run(MPIRUN + ["-n", str(ranks), "-x", "LD_PRELOAD=" + args.pmpi, exe,
                                  "--steps", str(STEPS), "--metrics", metrics, "--timeout", "120"],
@@ -89,14 +103,19 @@ for mesh, ranks, dp in (("pp=2", 2, 1), ("pp=2,dp=2", 4, 2)):
     if r.returncode:
         sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
     pmpi = {int(a): int(b) for a, b in re.findall(r"pmpi: rank (\d+) sent (\d+) bytes", r.stderr)}
-    pp_bytes = 4 * (B // dp) * S * H + 4 * (V * H + 2)
     for rank in range(ranks):
         stage = rank // dp
-        want = pp_bytes
+        # Over pp: the activations forward (all but the last stage), their
+        # gradients back (all but the first), the tied embedding's
+        # gradient between the first and the last stage (an exchange: the
+        # bytes of a two-rank ring), the loss and the clipping norm.
+        want = 4 * (B // dp) * S * H * ((stage < pp - 1) + (stage > 0))
+        want += 4 * V * H * (stage in (0, pp - 1))
+        want += 2 * ring_scalar_bytes(stage, pp)
         if dp > 1:
-            want += 4 * own[stage] + 4 * (1 + token_counts(program, "dp", stage))
+            want += 4 * own[stage] + 4 * (1 + token_counts(program, "dp", stage, M))
         got = pmpi.get(rank, -1)
-        check(f"{mesh} M={M} (layers {layers[0]} + {layers[1]}): rank {rank} (stage {stage}) bytes per step",
+        check(f"{mesh} M={M} (layers {' + '.join(map(str, layers))}): rank {rank} (stage {stage}) bytes per step",
               got == want * STEPS, f"PMPI {got // STEPS if got >= 0 else got}, formula {want}")
     with open(report) as f:
         predicted = sum(b for by_axis in json.load(f)["communication_bytes_per_step"].values()

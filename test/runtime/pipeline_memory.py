@@ -17,10 +17,10 @@ one rank, pp = 2 and pp = 4:
 
 A rank's own parameters come from the shapes (12 h^2 + 13 h per layer, the
 position embedding on stage 0, the final norm on the last, and the token
-embedding tied to the head on every pipeline rank: its gradient is
-all-reduced over the whole pipeline axis, where Megatron-LM keeps it on
-the first and last stage only) and the layers each stage runs, read from
-its parameters' names (w_qkv[a:b])."""
+embedding tied to the head on the first and the last stage only, as
+Megatron-LM's embedding group keeps it: its gradient is exchanged between
+those two ranks) and the layers each stage runs, read from its
+parameters' names (w_qkv[a:b])."""
 
 import argparse
 import json
@@ -87,9 +87,9 @@ def own_parameters(program, pp):
     ranges = sorted(tuple(map(int, m)) for m in
                     re.findall(r'train.param "w_qkv\[(\d+):(\d+)\]"', program))
     assert len(ranges) == pp and sum(b - a for a, b in ranges) == LAYERS, ranges
-    own = [(b - a) * PER_LAYER + V * H for a, b in ranges]
-    own[0] += S * H
-    own[-1] += 2 * H
+    own = [(b - a) * PER_LAYER for a, b in ranges]
+    own[0] += S * H + V * H
+    own[-1] += 2 * H + V * H
     return own
 
 

@@ -66,6 +66,25 @@ train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 2, "dp" = 2]>} {
 
 // -----
 
+// dist.on may list several coordinates of an axis, ascending.
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 4]>} {
+  %x = train.input "x" : tensor<2x4xf32>
+  // expected-error @+1 {{'train.reduce' op attribute 'dist.on' puts the op at pp = 4, outside the axis of size 4}}
+  %loss = train.reduce sum %x dims [0, 1] {dist.on = {pp = array<i64: 0, 4>}} : tensor<2x4xf32>
+  train.output loss(%loss : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 4]>} {
+  %x = train.input "x" : tensor<2x4xf32>
+  // expected-error @+1 {{'train.reduce' op attribute 'dist.on' maps axis "pp" to array<i64: 3, 0>, not to an index or an ascending array<i64> of them}}
+  %loss = train.reduce sum %x dims [0, 1] {dist.on = {pp = array<i64: 3, 0>}} : tensor<2x4xf32>
+  train.output loss(%loss : tensor<f32>)
+}
+
+// -----
+
 train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
   %x = train.input "x" : tensor<2x4xf32>
   // expected-error @+1 {{'train.reduce' op attribute 'dist.ranks' names rank 2 of a mesh of 2 ranks}}

@@ -116,3 +116,45 @@ train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 2]>} {
   %l = train.reduce sum %x dims [0] : tensor<8xf32>
   train.output loss(%l : tensor<f32>)
 }
+
+// -----
+
+// An all-reduce among members is an exchange between two coordinates of
+// one axis.
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 4]>} {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{exchanges between two ascending coordinates; got [3, 0]}}
+  %a = dist.all_reduce %x over ["pp"] members [3, 0] : tensor<8xf32>
+  %l = train.reduce sum %a dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 4]>} {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{exchanges between two ascending coordinates; got [0, 1, 3]}}
+  %a = dist.all_reduce %x over ["pp"] members [0, 1, 3] : tensor<8xf32>
+  %l = train.reduce sum %a dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 4]>} {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{names member 4 of axis "pp" of size 4}}
+  %a = dist.all_reduce %x over ["pp"] members [0, 4] : tensor<8xf32>
+  %l = train.reduce sum %a dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 4, "dp" = 2]>} {
+  %x = train.input "x" : tensor<8xf32>
+  // expected-error @below {{sums among members of one axis only}}
+  %a = dist.all_reduce %x over ["pp", "dp"] members [0, 3] : tensor<8xf32>
+  %l = train.reduce sum %a dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
