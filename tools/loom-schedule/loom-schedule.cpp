@@ -1,4 +1,5 @@
-//===- loom-schedule.cpp - print, check, simulate and draw schedules -------===//
+//===- loom-schedule.cpp - print, check, simulate and draw schedules
+//-------===//
 //
 // loom-schedule --schedule=gpipe|1f1b|interleaved|zb|FILE.csv --pp=P
 //               --micro-batches=M [--virtual-stages=V] [--costs=F,I,W]
@@ -26,33 +27,39 @@
 using namespace llvm;
 using namespace loom::pipeline;
 
+static cl::OptionCategory scheduleCategory("loom-schedule options");
+
 static cl::opt<std::string>
     scheduleName("schedule",
                  cl::desc("gpipe, 1f1b, interleaved, zb, or a CSV file with "
                           "one row of actions (e.g. 1F3) per pipeline rank"),
-                 cl::init("1f1b"));
-static cl::opt<int64_t> pp("pp", cl::desc("Pipeline ranks"), cl::init(4));
+                 cl::init("1f1b"), cl::cat(scheduleCategory));
+static cl::opt<int64_t> pp("pp", cl::desc("Pipeline ranks"), cl::init(4),
+                           cl::cat(scheduleCategory));
 static cl::opt<int64_t> microBatches("micro-batches",
                                      cl::desc("Micro-batches per step"),
-                                     cl::init(8));
+                                     cl::init(8), cl::cat(scheduleCategory));
 static cl::opt<int64_t> virtualStages("virtual-stages",
                                       cl::desc("Stages per rank (interleaved)"),
-                                      cl::init(1));
+                                      cl::init(1), cl::cat(scheduleCategory));
 static cl::opt<std::string>
     costSpec("costs",
              cl::desc("Per-stage forward, backward-input and backward-weight "
                       "costs: F,I,W for every stage, or F,I,W;F,I,W;... one "
                       "triple per stage (default 1,1,1 per rank, split over "
-                      "its virtual stages)"));
+                      "its virtual stages)"),
+             cl::cat(scheduleCategory));
 static cl::opt<std::string> durationsFile(
     "durations",
     cl::desc("A file of measured action durations, one 'action duration' "
              "per line ('1F3 2417.5'), which override --costs for those "
-             "actions (a run's own timings, as its trace gives them)"));
+             "actions (a run's own timings, as its trace gives them)"),
+    cl::cat(scheduleCategory));
 static cl::opt<std::string> emit("emit", cl::desc("text or csv"),
-                                 cl::init("text"));
+                                 cl::init("text"), cl::cat(scheduleCategory));
 static cl::opt<std::string> svg("svg",
-                                cl::desc("Write the simulated timeline as SVG"));
+                                cl::desc("Write the simulated timeline as SVG"),
+                                cl::cat(scheduleCategory));
 
 static int fail(const Twine &message) {
   WithColor::error(errs(), "loom-schedule") << message << "\n";
@@ -78,8 +85,7 @@ static Error parseCosts(StringRef spec, int64_t stages, Costs &costs) {
     triple.split(parts, ',');
     double v[3];
     if (parts.size() != 3)
-      return createStringError("--costs: '" + triple.str() +
-                               "' is not F,I,W");
+      return createStringError("--costs: '" + triple.str() + "' is not F,I,W");
     for (int i = 0; i < 3; ++i)
       if (parts[i].trim().getAsDouble(v[i]) || v[i] < 0)
         return createStringError("--costs: '" + parts[i].str() +
@@ -93,6 +99,7 @@ static Error parseCosts(StringRef spec, int64_t stages, Costs &costs) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(scheduleCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "Loom pipeline schedules: print, check, "
                               "simulate, draw\n");
@@ -166,8 +173,7 @@ int main(int argc, char **argv) {
   for (int64_t r = 0; r < schedule->ranks; ++r)
     outs() << formatv("rank {0}: busy {1}, bubble {2:F4}, peak activations "
                       "{3} stage micro-batches\n",
-                      r, sim->busy[r], sim->bubble(r),
-                      sim->peakActivations[r]);
+                      r, sim->busy[r], sim->bubble(r), sim->peakActivations[r]);
   outs() << formatv("bubble {0:F4} (worst rank); stage 0 holds at most {1} "
                     "micro-batches' activations\n",
                     sim->maxBubble(), sim->firstStagePeak);

@@ -399,6 +399,7 @@ static llvm::Expected<loom::pipeline::Schedule> pipelineSchedule(int64_t pp) {
 /// the schedule (built in or read from CSV), and its simulation with the
 /// stages' costs (a backward's input and weight parts each cost the
 /// stage's forward).
+static constexpr size_t kScheduleShownActions = 64;
 static int reportPipeline(ModuleOp step, loom::dist::MeshAttr mesh,
                           int64_t pp,
                           const loom::pipeline::Schedule &schedule,
@@ -455,7 +456,19 @@ static int reportPipeline(ModuleOp step, loom::dist::MeshAttr mesh,
       "  saved for the backward: {0} micro-batches' worth per stage (slots "
       "reused as micro-batches finish)\n",
       slots);
-  llvm::outs() << "  schedule (CSV, as --schedule reads it):\n" << csv;
+  // A long schedule (Megatron's 175B layout runs 384 actions per rank)
+  // stays out of the text; the JSON carries it whole.
+  size_t longest = 0;
+  for (const auto &row : schedule.order)
+    longest = std::max(longest, row.size());
+  if (longest <= kScheduleShownActions)
+    llvm::outs() << "  schedule (CSV, as --schedule reads it):\n" << csv;
+  else
+    llvm::outs() << llvm::formatv(
+        "  schedule: up to {0} actions per rank, too long to print (CSV, "
+        "as --schedule reads it: --report-json's pipeline.schedule_csv, or "
+        "loom-schedule --emit=csv)\n",
+        longest);
   if (!scheduleSvg.empty() &&
       failed(writeFile(scheduleSvg, drawSVG(schedule, *sim))))
     return 1;
