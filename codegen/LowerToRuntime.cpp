@@ -456,6 +456,21 @@ struct Emitter {
   Value placedHere(Value v) {
     if (rankPlans.size() < 2)
       return Value();
+    // A value written into a loop's carry (an accumulation, a stacked
+    // result that starts from an enclosing carry) lives where the carry
+    // does.
+    while (true) {
+      Value carry = updatedInPlace(v);
+      if (!carry)
+        carry = accumulatesInto(v);
+      auto arg = dyn_cast_or_null<BlockArgument>(carry);
+      auto outer = arg ? dyn_cast<RepeatOp>(arg.getOwner()->getParentOp())
+                       : RepeatOp();
+      if (!outer || arg.getArgNumber() == 0 ||
+          arg.getArgNumber() > outer.getCarries().size())
+        break;
+      v = outer.getCarryResults()[arg.getArgNumber() - 1];
+    }
     SmallVector<int64_t> at;
     for (auto [c, p] : llvm::enumerate(rankPlans))
       if (p.placements.count(v))
@@ -683,7 +698,10 @@ struct Emitter {
       }
       b.setInsertionPointToStart(&guard.getElseRegion().front());
       for (Value r : op.getResults()) {
-        if (!needsZeros(r))
+        // An accumulation written into its carry leaves the carry as it
+        // is where it does not run: zeros (its seed) where the carry is
+        // another stage's, and no write where this rank does not hold it.
+        if (!needsZeros(r) || accumulatesInto(r) || updatedInPlace(r))
           continue;
         auto type = cast<RankedTensorType>(r.getType());
         if (!isa<FloatType>(type.getElementType()))

@@ -444,53 +444,6 @@ struct TrainInterleaveMicroBatchesPass
     foldAccumulations(fused);
     return success();
   }
-
-  /// In `loop`'s body, an accumulator `carry + r`, where r is a stacked
-  /// result of an inner loop that nothing else reads (a micro-batch's layer
-  /// gradients), is computed by that inner loop: it reads the carry as one
-  /// more stacked operand and yields each slice plus its contribution. The
-  /// same adds; the micro-batch's gradients are no longer a tensor of their
-  /// own, and the code generator writes the sum into the accumulator
-  /// (analysis::updatedInPlace).
-  void foldAccumulations(RepeatOp loop) {
-    Block &body = loop.getBodyBlock();
-    YieldOp yield = loop.getYield();
-    size_t numCarries = loop.getCarries().size();
-    for (AddOp add : llvm::make_early_inc_range(body.getOps<AddOp>())) {
-      if (!add->hasOneUse() || *add->getUsers().begin() != yield.getOperation())
-        continue;
-      for (auto [accValue, partValue] :
-           {std::pair(add.getLhs(), add.getRhs()),
-            std::pair(add.getRhs(), add.getLhs())}) {
-        auto acc = dyn_cast<BlockArgument>(accValue);
-        auto part = dyn_cast<OpResult>(partValue);
-        auto inner = part ? dyn_cast<RepeatOp>(part.getOwner()) : RepeatOp();
-        if (!acc || acc.getOwner() != &body || acc.getArgNumber() == 0 ||
-            acc.getArgNumber() > numCarries || !inner ||
-            inner->getBlock() != &body || !part.hasOneUse() ||
-            acc.getType() != part.getType() ||
-            part.getResultNumber() < inner.getCarries().size())
-          continue;
-        fold(inner, part.getResultNumber() - inner.getCarries().size(), acc,
-             add);
-        break;
-      }
-    }
-  }
-
-  /// Makes stacked result `slice` of `inner` start from `acc`, replacing
-  /// `add` (acc + that result).
-  void fold(RepeatOp inner, size_t slice, Value acc, AddOp add) {
-    SmallVector<BlockArgument> accSlices;
-    RepeatOp folded = appendStackedOperands(inner, acc, accSlices);
-    YieldOp yield = folded.getYield();
-    OpBuilder y(yield);
-    Value sum = AddOp::create(y, add.getLoc(), accSlices[0],
-                              yield.getStacked()[slice]);
-    yield.getStackedMutable()[slice].set(sum);
-    add.getResult().replaceAllUsesWith(folded.getStackedResults()[slice]);
-    add.erase();
-  }
 };
 
 } // namespace

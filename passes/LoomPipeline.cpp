@@ -46,6 +46,7 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
   add(createDistPipelineTransfers());
   if (scheduleSplitsBackward(options.schedule))
     add(createDistPipelineSplitBackward());
+  add(createDistPipelineFoldAccumulations());
   add(createDistPipelineSchedule(DistPipelineScheduleOptions{
       options.schedule, options.microBatches}));
   add(createDistCommOpt());

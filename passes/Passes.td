@@ -481,6 +481,22 @@ def DistPipelineTransfers : Pass<"dist-pipeline-transfers", "::mlir::ModuleOp"> 
   let dependentDialects = ["::loom::dist::DistDialect"];
 }
 
+def DistPipelineFoldAccumulations : Pass<"dist-pipeline-fold-accumulations", "::mlir::ModuleOp"> {
+  let summary = "A stage's layer loop adds its gradients into the stage's accumulator";
+  let description = [{
+    After `dist-pipeline-transfers` (and `dist-pipeline-split-backward`,
+    which splits the layer loops first): in a pipeline's backward
+    micro-batch loop (and its weight part), an accumulator `acc + g`, where
+    g is the stacked result of a stage's layer loop that nothing else
+    reads, becomes the layer loop's own: it reads the accumulator as one
+    more stacked operand and yields each layer's slice plus its gradient,
+    as `train-interleave-micro-batches` does without a pipeline. The same
+    adds; a micro-batch's layer gradients are no longer a tensor of their
+    own in the arena, and the code generator writes each sum into the
+    accumulator.
+  }];
+}
+
 def DistPipelineSchedule : Pass<"dist-pipeline-schedule", "::mlir::ModuleOp"> {
   let summary = "Record the pipeline schedule the rank program runs";
   let description = [{

@@ -21,6 +21,7 @@
 
 namespace loom {
 #define GEN_PASS_DEF_DISTPIPELINETRANSFERS
+#define GEN_PASS_DEF_DISTPIPELINEFOLDACCUMULATIONS
 #include "passes/Passes.h.inc"
 } // namespace loom
 
@@ -718,8 +719,8 @@ struct Transfers {
   /// action would add (and zero-fill) the whole model's gradients. Instead
   /// each stage's part accumulates in a carry of its own, updated by an op
   /// of that stage (so only its actions touch it); the padding and the
-  /// sum over stages happen once, after the loop.
-  void accumulatePerStage(RepeatOp backward) {
+  /// sum over stages happen once, after the loop. Returns the loop.
+  RepeatOp accumulatePerStage(RepeatOp backward) {
     Block &body = backward.getBodyBlock();
     YieldOp yield = backward.getYield();
     size_t numCarries = backward.getCarries().size();
@@ -753,7 +754,7 @@ struct Transfers {
       any = true;
     }
     if (!any)
-      return;
+      return backward;
 
     // The new loop: the carries kept, then one per stage part.
     OpBuilder b(backward);
@@ -858,6 +859,27 @@ struct Transfers {
     for (Operation *zero : zeros)
       if (zero->use_empty())
         zero->erase();
+    return loop;
+  }
+};
+
+struct DistPipelineFoldAccumulationsPass
+    : public loom::impl::DistPipelineFoldAccumulationsBase<
+          DistPipelineFoldAccumulationsPass> {
+  void runOnOperation() override {
+    for (ModelOp model : getOperation().getOps<ModelOp>()) {
+      if (!pipelineOf(model))
+        continue;
+      SmallVector<RepeatOp> loops;
+      for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
+        if (RepeatOp backward = backwardOf(forward)) {
+          loops.push_back(backward);
+          if (RepeatOp weight = dist::weightPartOf(backward))
+            loops.push_back(weight);
+        }
+      for (RepeatOp loop : loops)
+        foldAccumulations(loop);
+    }
   }
 };
 

@@ -54,6 +54,14 @@ void pruneResiduals(mlir::Operation *root);
 RepeatOp appendStackedOperands(RepeatOp repeat, mlir::ValueRange extra,
                                llvm::SmallVectorImpl<mlir::BlockArgument> &slices);
 
+/// In `loop`'s body, an accumulator `carry + r` where r is a stacked result
+/// of an inner loop that nothing else reads (a micro-batch's layer
+/// gradients) is computed by the inner loop instead: it reads the carry as
+/// one more stacked operand and yields each slice plus its contribution,
+/// so the micro-batch's gradients are no tensor of their own and the code
+/// generator writes the sum into the accumulator.
+void foldAccumulations(RepeatOp loop);
+
 /// a + b, where a null `a` stands for zero.
 mlir::Value accumulate(mlir::OpBuilder &b, mlir::Location loc, mlir::Value a,
                        mlir::Value v);

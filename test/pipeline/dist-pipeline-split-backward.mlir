@@ -5,9 +5,11 @@
 // stage's layers split the same way: the chain of input gradients stacks
 // per layer what the weight gradients read. Nothing of the forward is
 // recomputed (no loss), and each stage's own weight (one parameter per
-// stage) is read again rather than kept.
-// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=gpipe" --dist-pipeline-split-backward | FileCheck %s
-// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=gpipe" --dist-pipeline-split-backward | FileCheck %s --check-prefix=VERIFIED
+// stage) is read again rather than kept. (The whole pipeline with ZB-H1:
+// the split, then dist-pipeline-fold-accumulations, whose layer loops add
+// into the stages' accumulators.)
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=zb" | FileCheck %s
+// RUN: loom-opt %s --loom-pipeline="mesh=pp=2 micro-batches=2 schedule=zb" | FileCheck %s --check-prefix=VERIFIED
 // RUN: not loom-opt %s --loom-pipeline="mesh=pp=2" --dist-pipeline-split-backward 2>&1 | FileCheck %s --check-prefix=NOLOOP
 // The pass alone, on the rank program of a pipeline with two micro-batches:
 // RUN: loom-opt %S/Inputs/chain-rank-m2.mlir --dist-pipeline-split-backward | FileCheck %s --check-prefix=ALONE
@@ -28,20 +30,26 @@
 // CHECK-NEXT: train.yield carry(%{{.*}} : tensor<f32>) stacked(
 // CHECK-NEXT: }
 // The weight part: it accumulates each stage's part of the gradients in a
-// carry of its own, updated on that stage, and sends nothing.
+// carry of its own, updated on that stage (a layer loop adds its layers'
+// gradients into its stage's accumulator), and sends nothing.
 // CHECK-NEXT: %[[W:.*]]:4 = train.repeat 2 reverse carry(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : tensor<8x4xf32>, tensor<8x4xf32>, tensor<3x4x4xf32>, tensor<1x4x4xf32>) stacked({{.*}}%[[IN]]#0, %[[IN]]#1, %[[IN]]#2 :{{.*}} attributes {dist.backward = "weight"}
+// CHECK-NEXT: ^bb0(%arg{{[0-9]+}}: index, %arg{{[0-9]+}}: tensor<8x4xf32>, %arg{{[0-9]+}}: tensor<8x4xf32>, %[[ACC0:arg[0-9]+]]: tensor<3x4x4xf32>, %[[ACC1:arg[0-9]+]]: tensor<1x4x4xf32>,
 // CHECK-NOT:  dist.send
 // CHECK:      train.matmul %{{.*}}, %{{.*}} transpose_lhs {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64}
-// CHECK:      train.repeat 1 reverse stacked(
+// CHECK:      %[[G1:.*]] = train.repeat 1 reverse stacked({{.*}}, %[[ACC1]] :
 // CHECK-NEXT: ^bb0(
 // CHECK-NEXT:   train.matmul %{{.*}}, %{{.*}} transpose_lhs :
+// CHECK-NEXT:   train.add
 // CHECK-NEXT:   train.yield stacked(
+// CHECK:      %[[G0:.*]] = train.repeat 3 reverse stacked({{.*}}, %[[ACC0]] :
 // CHECK:      train.embedding_grad {{.*}}dist.stage = 0
 // CHECK-NEXT: train.add %arg1, %{{.*}} {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<8x4xf32>
 // CHECK-NEXT: train.add %arg2, %{{.*}} {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<8x4xf32>
-// CHECK-NEXT: train.add %arg3, %{{.*}} {dist.on = {pp = 0 : i64}, dist.stage = 0 : i64} : tensor<3x4x4xf32>
-// CHECK-NEXT: train.add %arg4, %{{.*}} {dist.on = {pp = 1 : i64}, dist.stage = 1 : i64} : tensor<1x4x4xf32>
-// CHECK-NEXT: train.yield carry(
+// CHECK-NEXT: train.yield carry(%{{.*}}, %{{.*}}, %[[G0]], %[[G1]] :
+// CHECK-NEXT: }
+// CHECK-NEXT: dist.schedule slots 2 {
+// CHECK:      dist.action backward_weight stage 1 micro_batch 1 slot 1
+// CHECK-NEXT: }
 // CHECK-NEXT: }
 // After the loop, once: the loss reduced over pp (on its own: the
 // evaluation reduces it without the backward), the tied embedding's parts
