@@ -211,6 +211,16 @@ int64_t maxResidentBytes() {
   return int64_t(usage.ru_maxrss) * 1024;
 }
 
+/// The process's resident bytes now (/proc/self/statm), or -1: what the
+/// tensor table costs measured by the operating system, not the allocator.
+int64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  long long pages = 0, resident = 0;
+  if (!(statm >> pages >> resident))
+    return -1;
+  return int64_t(resident) * int64_t(sysconf(_SC_PAGESIZE));
+}
+
 /// Whether world rank `rank` holds tensor `d` (a pipeline stage's
 /// parameters and optimizer state live on its ranks only).
 bool holds(loomrt_ctx *ctx, const loomrt_tensor_desc &d, int rank) {
@@ -452,37 +462,49 @@ void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
 /// parameters), computed here and uploaded.
 void initialize(loomrt_ctx *ctx, const loomrt_tensor_desc &d, char *buf) {
   int64_t n = shapeOf(ctx, d.shape).numel();
-  std::vector<float> host(size_t(d.role == LOOMRT_PARAM ? n : 0));
+  // Computed and uploaded in chunks: a temporary of the tensor's size
+  // would stay in the heap after it is freed (glibc raises its mmap
+  // threshold to what was freed), and the process would hold more than
+  // the tensors.
+  constexpr int64_t kChunk = 16384;
+  std::vector<float> host(size_t(std::min(n, kChunk)));
   if (d.role != LOOMRT_PARAM) {
-    std::vector<char> zeros(size_t(n * elementBytes(d.dtype)), 0);
-    backend::upload(ctx, buf, zeros.data(), int64_t(zeros.size()));
+    int64_t bytes = n * elementBytes(d.dtype);
+    std::vector<char> zeros(size_t(std::min(bytes, kChunk * 4)), 0);
+    for (int64_t at = 0; at < bytes; at += int64_t(zeros.size()))
+      backend::upload(ctx, buf + at, zeros.data(),
+                      std::min(bytes - at, int64_t(zeros.size())));
     return;
   }
-  float *x = host.data();
   uint64_t key = hashString(wholeName(d)) ^ hash64(ctx->seed);
   // Keyed by the element's index in the whole tensor, so a block (or a
   // stage's part) is exactly the slice of the unsplit parameter.
   ShardIndex index = blockOf(ctx, d, ctx->rank);
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t k = key ^ hash64(uint64_t(index.global(i)) * 0x9e3779b97f4a7c15ULL + 1);
-    switch (d.init) {
-    case LOOMRT_INIT_NORMAL:
-      x[i] = float(d.init_value * normal(k));
-      break;
-    case LOOMRT_INIT_UNIFORM:
-      x[i] = float(d.init_value * (2.0 * uniform(k) - 1.0));
-      break;
-    case LOOMRT_INIT_ZEROS:
-      x[i] = 0.0f;
-      break;
-    case LOOMRT_INIT_ONES:
-      x[i] = 1.0f;
-      break;
-    default:
-      x[i] = float(d.init_value);
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    int64_t end = std::min(n, begin + kChunk);
+    for (int64_t i = begin; i < end; ++i) {
+      uint64_t k =
+          key ^ hash64(uint64_t(index.global(i)) * 0x9e3779b97f4a7c15ULL + 1);
+      float &x = host[size_t(i - begin)];
+      switch (d.init) {
+      case LOOMRT_INIT_NORMAL:
+        x = float(d.init_value * normal(k));
+        break;
+      case LOOMRT_INIT_UNIFORM:
+        x = float(d.init_value * (2.0 * uniform(k) - 1.0));
+        break;
+      case LOOMRT_INIT_ZEROS:
+        x = 0.0f;
+        break;
+      case LOOMRT_INIT_ONES:
+        x = 1.0f;
+        break;
+      default:
+        x = float(d.init_value);
+      }
     }
+    backend::upload(ctx, buf + begin * 4, host.data(), (end - begin) * 4);
   }
-  backend::upload(ctx, buf, host.data(), n * 4);
 }
 
 /// Synthetic text: sentences drawn from a fixed word list by a counter-based
@@ -694,6 +716,7 @@ static int train(int argc, char **argv, const loomrt_program *program) {
   loomrt_init_mesh(&ctx, program->num_axes, program->axis_names,
                    program->axis_sizes);
   const loomrt_program *p = program;
+  int64_t residentBefore = residentBytes();
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
     if (!holds(&ctx, d, ctx.rank)) {
@@ -707,6 +730,12 @@ static int train(int argc, char **argv, const loomrt_program *program) {
   // What the allocator holds for this rank's tensor table (a pipeline
   // rank: its stages' parameters and optimizer state only).
   int64_t tensorBytes = ctx.currentBytes;
+  // The same measured by the operating system (the host backend's tensors
+  // are the process's pages; a device's are not), -1 where unknown.
+  int64_t residentAfter = residentBytes();
+  int64_t residentTensorBytes = residentBefore >= 0 && residentAfter >= 0
+                                    ? residentAfter - residentBefore
+                                    : -1;
   if (!o.initFrom.empty())
     loadSafetensors(&ctx, o.initFrom, LOOMRT_PARAM);
   bool fixedInputs = !o.inputs.empty();
@@ -844,6 +873,7 @@ static int train(int argc, char **argv, const loomrt_program *program) {
                            {"tokens_per_s", tps},
                            {"peak_bytes", ctx.peakBytes},
                            {"tensor_bytes", tensorBytes},
+                           {"resident_tensor_bytes", residentTensorBytes},
                            {"arena_bytes", arenaBytes},
                            {"max_rss_bytes", maxResidentBytes()},
                            {"bytes_sent", bytesByAxis(&ctx)}};

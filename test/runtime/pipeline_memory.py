@@ -6,6 +6,12 @@ one rank, pp = 2 and pp = 4:
 - the runtime's allocator holds, for each rank's tensor table, 12 bytes
   (the parameter and AdamW's two moments, fp32) per parameter of the
   rank's own stages, plus its inputs, step counter and loss: exactly;
+- the process's resident bytes across the tensor table's allocation and
+  initialization (/proc/self/statm, measured by the operating system, not
+  the allocator) are within 5% of the same 12 bytes per own parameter,
+  and with the gradients the rank's updates consume (in the arena, where
+  residency cannot tell them from activations) within 5% of the report's
+  model states;
 - the report's model states for each pipeline rank are 16 bytes per own
   parameter (the gradient counted too): exactly;
 - the process's resident high-water mark (getrusage, independent of the
@@ -103,9 +109,25 @@ for pp in (2, 4):
         want = 12 * own[rank] + INPUTS
         check(f"pp={pp} rank {rank}: allocator tensor bytes", row["tensor_bytes"] == want,
               f"{row['tensor_bytes']} = 12 x {own[rank]} + {INPUTS}")
+        # The same tensors measured by the operating system: the process's
+        # resident bytes across the tensor table's allocation and
+        # initialization (/proc/self/statm), not the allocator's count.
+        resident = row["resident_tensor_bytes"]
+        check(f"pp={pp} rank {rank}: resident tensor table within 5% of 12 x own",
+              abs(resident - want) <= 0.05 * want,
+              f"{resident} resident, {resident / want - 1:+.1%}")
         reported = memory["per_pipeline_rank"][rank]
         check(f"pp={pp} rank {rank}: report's model states", reported["model_states"] == 16 * own[rank],
               f"{reported['model_states']} = 16 x {own[rank]}")
+        # Model states measured: parameters and AdamW's moments resident,
+        # and the gradients the rank's updates consume (4 bytes per own
+        # parameter, in the arena, where residency cannot tell them from
+        # activations: the report's gradient row), against the report.
+        measured = resident - INPUTS + reported["gradients"]
+        check(f"pp={pp} rank {rank}: model states measured within 5% of the report's",
+              abs(measured - reported["model_states"]) <= 0.05 * reported["model_states"],
+              f"{measured} = {resident - INPUTS} resident + {reported['gradients']} gradients, "
+              f"{measured / reported['model_states'] - 1:+.1%}")
         saved = single[0]["max_rss_bytes"] - row["max_rss_bytes"]
         grown = max(0, row["arena_bytes"] - single[0]["arena_bytes"])
         floor = 0.95 * 12 * (TOTAL - own[rank]) - grown
