@@ -411,10 +411,8 @@ struct Transfers {
     for (RepeatOp backward : backwards)
       accumulatePerStage(backward);
     for (RepeatOp forward : model.getBody().front().getOps<RepeatOp>())
-      if (RepeatOp backward = backwardOf(forward)) {
-        stampStagelessOps(forward.getBodyBlock());
-        stampStagelessOps(backward.getBodyBlock());
-      }
+      if (RepeatOp backward = backwardOf(forward))
+        stampStagelessOps({&backward.getBodyBlock(), &forward.getBodyBlock()});
     if (failed(normPerStage()))
       return failure();
     placeUpdates();
@@ -523,29 +521,115 @@ struct Transfers {
 
   /// An op of no stage in a micro-batch loop's body runs in every action
   /// of the schedule (and on every rank in the program order): the loss's
-  /// normalisation by the micro-batch's label count, the loss gradient's
-  /// scale. Where everything that reads it is one stage's, it is that
-  /// stage's op too, so no other stage's action runs it. Users first (the
-  /// body in reverse), so a chain of such ops takes its reader's stage.
-  void stampStagelessOps(Block &body) {
-    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body))) {
-      if (stageOf(&op) || op.getNumRegions() || op.use_empty() ||
-          op.hasTrait<OpTrait::IsTerminator>() ||
-          isa<arith::ConstantOp, ReshapeOp>(op) ||
-          !llvm::all_of(op.getResultTypes(), llvm::IsaPred<RankedTensorType>))
-        continue;
+  /// normalisation by the micro-batch's label count, the loss times it, its
+  /// accumulation, the loss gradient's scale. Such an op becomes one
+  /// stage's (so no other stage's action runs it) where
+  /// - everything that reads it is that stage's: its ops, or a later loop
+  ///   reading a stacked result it yields (the backward reading a
+  ///   residual) only by that stage's ops; or
+  /// - it is a product with that stage's value, or that product added into
+  ///   a carry that starts at zero: where the stage does not run, its value
+  ///   is zero either way (a partial sum over stages, as the loss is).
+  /// To a fixed point over the loops' bodies (`bodies`, readers' loops
+  /// first), since a chain takes its stage op by op.
+  void stampStagelessOps(ArrayRef<Block *> bodies) {
+    auto ownStage = [&](Value v) -> std::optional<int64_t> {
+      Operation *def = v.getDefiningOp();
+      return def ? stageOf(def) : std::nullopt;
+    };
+    // The stage of every op that reads `r`, a loop's stacked result.
+    auto stackedReaders = [&](Value r) -> std::optional<int64_t> {
       std::optional<int64_t> stage;
-      bool one = llvm::all_of(op.getUsers(), [&](Operation *user) {
-        std::optional<int64_t> s =
-            user->getBlock() == &body ? stageOf(user) : std::nullopt;
+      for (OpOperand &use : r.getUses()) {
+        auto loop = dyn_cast<RepeatOp>(use.getOwner());
+        if (!loop || use.getOperandNumber() < loop.getCarries().size())
+          return std::nullopt;
+        for (Operation *user : loop.getBodyBlock()
+                                   .getArgument(1 + use.getOperandNumber())
+                                   .getUsers()) {
+          std::optional<int64_t> s = stageOf(user);
+          if (!s || (stage && *stage != *s))
+            return std::nullopt;
+          stage = s;
+        }
+      }
+      return stage;
+    };
+    auto readersStage = [&](Operation &op,
+                            Block &body) -> std::optional<int64_t> {
+      std::optional<int64_t> stage;
+      auto loop = cast<RepeatOp>(body.getParentOp());
+      for (OpOperand &use : op.getUses()) {
+        Operation *user = use.getOwner();
+        std::optional<int64_t> s;
+        if (user == body.getTerminator()) {
+          size_t carries = loop.getCarries().size();
+          if (use.getOperandNumber() < carries)
+            return std::nullopt;
+          s = stackedReaders(
+              loop.getStackedResults()[use.getOperandNumber() - carries]);
+        } else if (user->getBlock() == &body) {
+          s = stageOf(user);
+        }
         if (!s || (stage && *stage != *s))
-          return false;
+          return std::nullopt;
         stage = s;
-        return true;
-      });
-      if (one && stage)
-        placeOnStage(&op, *stage, ranks);
+      }
+      return stage;
+    };
+    auto partialStage = [&](Operation &op,
+                            Block &body) -> std::optional<int64_t> {
+      if (auto mul = dyn_cast<MulOp>(op)) {
+        std::optional<int64_t> l = ownStage(mul.getLhs()),
+                               r = ownStage(mul.getRhs());
+        return l && !r ? l : (r && !l ? r : std::nullopt);
+      }
+      auto add = dyn_cast<AddOp>(op);
+      auto loop = cast<RepeatOp>(body.getParentOp());
+      if (!add || !add->hasOneUse() ||
+          *add->getUsers().begin() != body.getTerminator())
+        return std::nullopt;
+      for (auto [acc, part] : {std::pair(add.getLhs(), add.getRhs()),
+                               std::pair(add.getRhs(), add.getLhs())}) {
+        auto arg = dyn_cast<BlockArgument>(acc);
+        if (!arg || arg.getOwner() != &body || arg.getArgNumber() == 0 ||
+            arg.getArgNumber() > loop.getCarries().size() ||
+            // (Read by the add, and saved for the backward at most.)
+            !llvm::all_of(arg.getUsers(),
+                          [&](Operation *user) {
+                            return user == add.getOperation() ||
+                                   user == body.getTerminator();
+                          }) ||
+            loop.getYield().getCarries()[arg.getArgNumber() - 1] != add ||
+            !matchPattern(loop.getCarries()[arg.getArgNumber() - 1],
+                          m_AnyZeroFloat()))
+          continue;
+        if (std::optional<int64_t> s = ownStage(part))
+          return s;
+      }
+      return std::nullopt;
+    };
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (Block *body : bodies)
+        for (Operation &op : llvm::reverse(*body)) {
+          if (stageOf(&op) || op.getNumRegions() || op.use_empty() ||
+              op.hasTrait<OpTrait::IsTerminator>() ||
+              isa<arith::ConstantOp, ReshapeOp>(op) ||
+              !llvm::all_of(op.getResultTypes(),
+                            llvm::IsaPred<RankedTensorType>))
+            continue;
+          std::optional<int64_t> stage = readersStage(op, *body);
+          if (!stage)
+            stage = partialStage(op, *body);
+          if (!stage)
+            continue;
+          placeOnStage(&op, *stage, ranks);
+          changed = true;
+        }
     }
+    // What was computed of the values' stages before is stale.
+    where.clear();
   }
 
   /// Whether every rank holds `v` whole: no stage made any of it, or an
