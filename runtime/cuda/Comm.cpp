@@ -9,6 +9,11 @@
 // work issued before the collective, and the compute stream waits for the
 // collective where the program waits for it (loomrt_comm_wait, or at once
 // for the blocking forms), so communication overlaps the compute between.
+// Point-to-point transfers (a pipeline's sends and receives) do the same on
+// a stream and communicators of their own: queued behind a collective, a
+// receive whose send comes after that collective on the peer would hold
+// the collective back, and on one stream the collective would wait for the
+// receive.
 //
 //===----------------------------------------------------------------------===//
 
@@ -96,35 +101,43 @@ struct Collective {
   int rank = 0, size = 1;
 };
 
-Collective collectiveOf(loomrt_ctx *ctx, uint32_t mask) {
+Collective collectiveOf(loomrt_ctx *ctx, uint32_t mask,
+                        bool pointToPoint = false) {
   GroupMembers members = groupMembers(ctx, mask);
   Collective c;
   c.rank = members.rank;
   c.size = int(members.worldRanks.size());
-  if (c.size > 1)
-    c.comm = deviceOf(ctx).comms.at(mask);
+  if (c.size > 1) {
+    Device &d = deviceOf(ctx);
+    auto own = d.p2pComms.find(mask);
+    c.comm = pointToPoint && own != d.p2pComms.end() ? own->second
+                                                      : d.comms.at(mask);
+  }
   return c;
 }
 
-/// Issues `enqueue(comm, stream)` on the communication stream after the
-/// compute work so far; returns the event of its completion.
+/// Issues `enqueue(comm, stream)` on the communication stream (or the
+/// point-to-point stream) after the compute work so far; returns the event
+/// of its completion.
 template <typename Fn>
 cudaEvent_t issue(loomrt_ctx *ctx, const Collective &c, const char *kind,
-                  uint32_t mask, int64_t bytes, Fn enqueue) {
+                  uint32_t mask, int64_t bytes, Fn enqueue,
+                  bool pointToPoint = false) {
   Device &d = deviceOf(ctx);
+  cudaStream_t stream = pointToPoint && d.p2p ? d.p2p : d.comm;
   TraceSpan span(ctx, std::string(kind) + " " + groupName(ctx, mask),
                  "communication", 1, bytes);
   cudaEvent_t ready = takeEvent(d);
   LOOMRT_CUDA(cudaEventRecord(ready, d.compute));
-  LOOMRT_CUDA(cudaStreamWaitEvent(d.comm, ready, 0));
+  LOOMRT_CUDA(cudaStreamWaitEvent(stream, ready, 0));
   giveEvent(d, ready); // the wait has captured it
   std::string what = std::string(kind) + " over " + groupName(ctx, mask) +
                      " (" + std::to_string(bytes) + " bytes)";
   if (c.comm)
-    enqueue(c.comm, d.comm, what);
+    enqueue(c.comm, stream, what);
   cudaEvent_t done = takeEvent(d), pendingDone = takeEvent(d);
-  LOOMRT_CUDA(cudaEventRecord(done, d.comm));
-  LOOMRT_CUDA(cudaEventRecord(pendingDone, d.comm));
+  LOOMRT_CUDA(cudaEventRecord(done, stream));
+  LOOMRT_CUDA(cudaEventRecord(pendingDone, stream));
   d.pending.push_back({what, pendingDone});
   return done;
 }
@@ -234,7 +247,7 @@ cudaEvent_t broadcast(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *data,
 cudaEvent_t pointToPoint(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *data,
                          int64_t count, int32_t dtype, int32_t peer,
                          bool send) {
-  Collective c = collectiveOf(ctx, mask);
+  Collective c = collectiveOf(ctx, mask, /*pointToPoint=*/true);
   if (peer < 0 || peer >= c.size || peer == c.rank)
     fail(std::string(send ? "send" : "recv") + ": peer " +
          std::to_string(peer) + " is not another rank of the " +
@@ -252,7 +265,8 @@ cudaEvent_t pointToPoint(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *data,
                    LOOMRT_NCCL(ncclRecv(data, size_t(count), ncclType(dtype),
                                         peer, comm, s),
                                comm, what);
-               });
+               },
+               /*pointToPoint=*/true);
 }
 
 } // namespace
@@ -296,6 +310,28 @@ void loomrt::cuda::startCommunicators(loomrt_ctx *ctx) {
   }
   if (!d.comms.count(all))
     d.comms[all] = world;
+  // A second communicator per axis for point-to-point transfers (NCCL runs
+  // one communicator's operations in order): split the same way, with a
+  // color past the collectives' (the world's ranks are below it).
+  for (uint32_t mask = 1; mask <= all; mask <<= 1) {
+    GroupMembers members = groupMembers(ctx, mask);
+    if (members.worldRanks.size() < 2)
+      continue;
+    ncclComm_t comm = nullptr;
+    ncclConfig_t splitConfig = NCCL_CONFIG_INITIALIZER;
+    splitConfig.blocking = 0;
+    ncclResult_t status =
+        ncclCommSplit(world, ctx->world + members.worldRanks.front(),
+                      members.rank, &comm, &splitConfig);
+    if (status != ncclSuccess && status != ncclInProgress)
+      failCall("ncclCommSplit", ncclGetErrorString(status), __FILE__,
+               __LINE__);
+    waitReady(ctx, world, "ncclCommSplit for transfers over " +
+                              groupName(ctx, mask));
+    waitReady(ctx, comm, "ncclCommSplit for transfers over " +
+                             groupName(ctx, mask));
+    d.p2pComms[mask] = comm;
+  }
 }
 
 void loomrt::cuda::stopCommunicators(loomrt_ctx *ctx) {
@@ -310,6 +346,12 @@ void loomrt::cuda::stopCommunicators(loomrt_ctx *ctx) {
     ncclCommDestroy(comm);
   }
   d.comms.clear();
+  for (auto &[mask, comm] : d.p2pComms) {
+    ncclCommFinalize(comm);
+    waitReady(ctx, comm, "ncclCommFinalize");
+    ncclCommDestroy(comm);
+  }
+  d.p2pComms.clear();
 }
 
 extern "C" {

@@ -74,7 +74,11 @@ struct PendingCollective {
 struct Device {
   int ordinal = 0;
   cudaDeviceProp properties{};
-  cudaStream_t compute = nullptr, comm = nullptr;
+  /// Compute, collectives, and point-to-point transfers: a pipeline's
+  /// sends and receives run on a stream and communicators of their own, so
+  /// a receive whose send comes later cannot hold back a collective queued
+  /// after it (as the host backend starts them on the caller's thread).
+  cudaStream_t compute = nullptr, comm = nullptr, p2p = nullptr;
   cublasHandle_t blas = nullptr;
   KernelError *errors = nullptr; // device memory
   /// Cached blocks by rounded size, free for reuse in compute-stream order.
@@ -85,6 +89,9 @@ struct Device {
   /// One communicator per group mask (all of them created at start-up, as
   /// NCCL's splits are collective over the world).
   std::map<uint32_t, ncclComm_t> comms;
+  /// The same groups' communicators for point-to-point transfers (one axis
+  /// each: a pipeline's axis, or any other a program sends along).
+  std::map<uint32_t, ncclComm_t> p2pComms;
   std::vector<PendingCollective> pending;
   /// Events recycled for stream ordering.
   std::vector<cudaEvent_t> spareEvents;

@@ -85,6 +85,8 @@ void loomrt::cuda::abortJob(loomrt_ctx *ctx) {
   if (ctx->device)
     for (auto &[mask, comm] : deviceOf(ctx).comms)
       ncclCommAbort(comm);
+    for (auto &[mask, comm] : deviceOf(ctx).p2pComms)
+      ncclCommAbort(comm);
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::_Exit(1);
@@ -281,6 +283,7 @@ void loomrt::backend::startMesh(loomrt_ctx *ctx) {
   LOOMRT_CUDA(cudaGetDeviceProperties(&d.properties, d.ordinal));
   LOOMRT_CUDA(cudaStreamCreateWithFlags(&d.compute, cudaStreamNonBlocking));
   LOOMRT_CUDA(cudaStreamCreateWithFlags(&d.comm, cudaStreamNonBlocking));
+  LOOMRT_CUDA(cudaStreamCreateWithFlags(&d.p2p, cudaStreamNonBlocking));
   LOOMRT_CUBLAS(cublasCreate(&d.blas));
   LOOMRT_CUBLAS(cublasSetStream(d.blas, d.compute));
   // Exact f32 gemms by default (parity with the host backend); TF32 tensor

@@ -216,6 +216,33 @@ int main(int argc, char **argv) {
     }
     loomrt_comm_barrier(ctx, mask);
 
+    // A receive in flight does not hold back a collective issued after it:
+    // the odd members post their receive, everyone all-reduces, then the
+    // even members send (a pipeline stage's transfer across its
+    // collectives). Were transfers queued with the collectives, the odd
+    // members' all-reduce would wait for a send that comes after it.
+    int64_t crossed = 0;
+    if (N % 2 == 0) {
+      std::vector<float> msg(n, float(rank)), sum(n, 1.0f);
+      {
+        Mirror dmsg(ctx, msg), dsum(ctx, sum);
+        loomrt_comm_event *pending = nullptr;
+        if (g % 2 == 1)
+          pending = loomrt_comm_recv_async(ctx, mask, dmsg, n, LOOMRT_F32, g - 1);
+        loomrt_comm_all_reduce(ctx, mask, dsum, n, LOOMRT_F32, 0);
+        if (g % 2 == 0) {
+          loomrt_comm_send(ctx, mask, dmsg, n, LOOMRT_F32, g + 1);
+          crossed = n * 4;
+        } else {
+          loomrt_comm_wait(ctx, pending);
+        }
+      }
+      ok = sum[0] == float(N) && sum[n - 1] == float(N) &&
+           (g % 2 == 0 || (msg[0] == float(members[g - 1]) &&
+                           msg[n - 1] == float(members[g - 1])));
+      expect(ok, where + ": a receive in flight across an all-reduce");
+    }
+
     // Asynchronous forms: two collectives in flight while this thread
     // computes, then waited in the other order.
     std::vector<float> ar(n), gathered(n), piece(cpr);
@@ -251,9 +278,11 @@ int main(int argc, char **argv) {
     int64_t bytes = n * 4;
     int64_t formula[6] = {2 * (N - 1) * bytes / N, (N - 1) * cpr * 4,
                           (N - 1) * cpr * 4, (N - 1) * cpr * 4,
-                          (N > 1 && (g - root + N) % N != N - 1) ? bytes : 0, p2p};
-    // Three all-reduces (sum, max, asynchronous) and two all-gathers ran.
-    formula[0] = formula[0] * 3;
+                          (N > 1 && (g - root + N) % N != N - 1) ? bytes : 0,
+                          p2p + crossed};
+    // Three all-reduces (sum, max, asynchronous; four with the one across
+    // a receive) and two all-gathers ran.
+    formula[0] = formula[0] * (N % 2 == 0 ? 4 : 3);
     formula[1] *= 2;
     for (int kind = 0; kind < 6; ++kind) {
       int64_t got = loomrt_bytes_sent(ctx, kind, mask);
