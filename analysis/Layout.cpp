@@ -130,6 +130,38 @@ FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
 
   for (Operation &op : body.without_terminator())
     layout.stepOps.insert(&op);
+  layout.evalOps = evaluationOps(model);
+
+  // An update is written in place when its op is the last to read the value
+  // it replaces and nothing else reads the new value.
+  DenseMap<Operation *, int64_t> order;
+  int64_t n = 0;
+  for (Operation &op : body)
+    order[&op] = n++;
+  for (auto [update, carried] :
+       llvm::zip(output.getUpdates(), model.getStateOps())) {
+    int64_t index = layout.stepPersistent.lookup(carried->getResult(0));
+    Operation *def = update.getDefiningOp();
+    bool inPlace = def && def->getBlock() == &body && update.hasOneUse() &&
+                   llvm::is_contained(def->getOperands(),
+                                      carried->getResult(0));
+    if (inPlace)
+      for (Operation *user : carried->getResult(0).getUsers()) {
+        Operation *anc = body.findAncestorOpInBlock(*user);
+        if (!anc || order[anc] > order[def])
+          inPlace = false;
+      }
+    if (inPlace)
+      layout.stepPersistent[update] = index;
+    else
+      layout.copiedUpdates.push_back({index, update});
+  }
+  return layout;
+}
+
+DenseSet<Operation *> loom::analysis::evaluationOps(ModelOp model) {
+  DenseSet<Operation *> ops;
+  OutputOp output = model.getOutput();
   // Evaluation runs the ops the loss depends on, inside loops too: of a
   // loop that also computes gradients (a micro-batch's forward and
   // backward in one iteration), only the forward.
@@ -141,7 +173,7 @@ FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
   };
   auto mark = [&](Operation *op) {
     for (; op && op != model.getOperation(); op = op->getParentOp())
-      layout.evalOps.insert(op);
+      ops.insert(op);
   };
   // The slice, then, in every block it reaches, the ops that return
   // nothing (a pipeline's sends, which the receives they pair with need),
@@ -179,41 +211,17 @@ FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
   }
   grew = false;
   DenseSet<Block *> reached;
-  for (Operation *op : layout.evalOps)
+  for (Operation *op : ops)
     reached.insert(op->getBlock());
   for (Block *block : reached)
     for (Operation &op : *block)
       if (op.getNumResults() == 0 && !op.hasTrait<OpTrait::IsTerminator>() &&
-          layout.evalOps.insert(&op).second) {
+          ops.insert(&op).second) {
         grew = true;
         for (Value operand : op.getOperands())
           need(operand);
       }
   }
 
-  // An update is written in place when its op is the last to read the value
-  // it replaces and nothing else reads the new value.
-  DenseMap<Operation *, int64_t> order;
-  int64_t n = 0;
-  for (Operation &op : body)
-    order[&op] = n++;
-  for (auto [update, carried] :
-       llvm::zip(output.getUpdates(), model.getStateOps())) {
-    int64_t index = layout.stepPersistent.lookup(carried->getResult(0));
-    Operation *def = update.getDefiningOp();
-    bool inPlace = def && def->getBlock() == &body && update.hasOneUse() &&
-                   llvm::is_contained(def->getOperands(),
-                                      carried->getResult(0));
-    if (inPlace)
-      for (Operation *user : carried->getResult(0).getUsers()) {
-        Operation *anc = body.findAncestorOpInBlock(*user);
-        if (!anc || order[anc] > order[def])
-          inPlace = false;
-      }
-    if (inPlace)
-      layout.stepPersistent[update] = index;
-    else
-      layout.copiedUpdates.push_back({index, update});
-  }
-  return layout;
+  return ops;
 }

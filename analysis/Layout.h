@@ -61,6 +61,12 @@ struct ModelLayout {
 /// Fails with a diagnostic on the model when it is not a full training step.
 llvm::FailureOr<ModelLayout> layoutModel(loom::train::ModelOp model);
 
+/// The ops the evaluation runs, at every depth: those the loss depends on
+/// (of a loop that also computes gradients, only the forward), and in every
+/// block they reach the ops that return nothing (a pipeline's sends, which
+/// the receives they pair with need), until nothing more is needed.
+llvm::DenseSet<mlir::Operation *> evaluationOps(loom::train::ModelOp model);
+
 } // namespace loom::analysis
 
 #endif // LOOM_ANALYSIS_LAYOUT_H

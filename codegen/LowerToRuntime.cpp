@@ -730,19 +730,11 @@ struct Emitter {
     schedule = dist::scheduleOf(model);
     if (!schedule)
       return success();
-    SmallVector<RepeatOp, 3> loops = dist::scheduledLoops(schedule);
-    if (loops.empty())
-      return schedule.emitOpError("does not stand right after the "
-                                  "micro-batch loops it runs (a forward "
-                                  "repeat saving its carries and its "
-                                  "backward)");
-    int64_t pp = mesh.getSize(dist::AxisRole::Pipeline);
-    if (schedule.getNumRanks() != pp ||
-        schedule.getNumMicroBatches() != int64_t(loops[0].getCount()))
-      return schedule.emitOpError("runs ")
-             << schedule.getNumMicroBatches() << " micro-batches on "
-             << schedule.getNumRanks() << " pipeline ranks; its loops run "
-             << loops[0].getCount() << " on a mesh of " << pp;
+    FailureOr<SmallVector<RepeatOp, 3>> checked =
+        dist::checkedScheduledLoops(schedule, mesh);
+    if (failed(checked))
+      return failure();
+    SmallVector<RepeatOp, 3> loops = *checked;
     bool split = loops.size() > 2;
     WalkResult kinds = schedule.walk([&](dist::ActionOp a) {
       bool part = a.getKind() == dist::ActionKind::BackwardInput ||

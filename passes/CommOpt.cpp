@@ -1,6 +1,7 @@
 //===- CommOpt.cpp - dist-comm-opt
 //-----------------------------------------===//
 
+#include "analysis/Layout.h"
 #include "dialects/dist/PipelineLoops.h"
 #include "passes/Passes.h"
 
@@ -70,48 +71,6 @@ void makeAsync(dist::AllReduceOp reduce) {
   wait->setDiscardableAttrs(reduce->getDiscardableAttrDictionary());
   reduce.getResult().replaceAllUsesWith(wait.getResult(0));
   reduce.erase();
-}
-
-/// The ops the loss depends on, at every depth (a loop's carried values
-/// through its yields): the evaluation runs them and nothing else.
-DenseSet<Operation *> lossSlice(ModelOp model) {
-  DenseSet<Operation *> slice;
-  DenseSet<Value> seen;
-  SmallVector<Value> work{model.getOutput().getLoss()};
-  auto need = [&](Value v) {
-    if (seen.insert(v).second)
-      work.push_back(v);
-  };
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      auto repeat = dyn_cast<RepeatOp>(arg.getOwner()->getParentOp());
-      if (!repeat || arg.getArgNumber() == 0)
-        continue;
-      unsigned n = arg.getArgNumber() - 1;
-      need(repeat->getOperand(n));
-      if (n < repeat.getCarries().size())
-        need(repeat.getYield().getCarries()[n]);
-      continue;
-    }
-    Operation *def = v.getDefiningOp();
-    for (Operation *op = def; op && !isa<ModelOp>(op); op = op->getParentOp())
-      slice.insert(op);
-    if (auto repeat = dyn_cast<RepeatOp>(def)) {
-      unsigned n = cast<OpResult>(v).getResultNumber();
-      size_t carries = repeat.getCarries().size();
-      if (n < carries) {
-        need(repeat.getCarries()[n]);
-        need(repeat.getYield().getCarries()[n]);
-      } else {
-        need(repeat.getYield().getStacked()[n - carries]);
-      }
-      continue;
-    }
-    for (Value operand : def->getOperands())
-      need(operand);
-  }
-  return slice;
 }
 
 /// Merges a block's starts over the same axes and ranks into buckets of at most
@@ -215,7 +174,7 @@ struct DistCommOptPass : public loom::impl::DistCommOptBase<DistCommOptPass> {
     }
     for (train::ModelOp model : getOperation().getOps<train::ModelOp>())
       numBucketed += bucket(model.getBody().front(), bucketBytes,
-                            lossSlice(model));
+                            analysis::evaluationOps(model));
   }
 };
 

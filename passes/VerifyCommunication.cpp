@@ -106,22 +106,11 @@ struct Simulator {
     schedule = dist::scheduleOf(model);
     if (!schedule)
       return success();
-    scheduled = dist::scheduledLoops(schedule);
-    if (scheduled.empty())
-      return schedule.emitOpError("does not stand right after the "
-                                  "micro-batch loops it runs (a forward "
-                                  "repeat saving its carries and its "
-                                  "backward)");
-    StringAttr axis = mesh.getAxis(dist::AxisRole::Pipeline);
-    if (!axis || schedule.getNumRanks() != mesh.getSize(dist::AxisRole::Pipeline))
-      return schedule.emitOpError("has ")
-             << schedule.getNumRanks()
-             << " pipeline ranks; the mesh's pipeline axis has "
-             << (axis ? mesh.getSize(dist::AxisRole::Pipeline) : 0);
-    if (schedule.getNumMicroBatches() != int64_t(scheduled[0].getCount()))
-      return schedule.emitOpError("runs ")
-             << schedule.getNumMicroBatches()
-             << " micro-batches; its loops run " << scheduled[0].getCount();
+    FailureOr<SmallVector<RepeatOp, 3>> loops =
+        dist::checkedScheduledLoops(schedule, mesh);
+    if (failed(loops))
+      return failure();
+    scheduled = *loops;
     return success();
   }
 

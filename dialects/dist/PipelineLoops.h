@@ -64,6 +64,29 @@ scheduledLoops(ScheduleOp schedule) {
   return {};
 }
 
+/// The loops `schedule` runs, checked: an error at the schedule where they
+/// do not stand right before it, or where it runs another number of
+/// pipeline ranks than `mesh` has or of micro-batches than the loops run.
+inline mlir::FailureOr<llvm::SmallVector<train::RepeatOp, 3>>
+checkedScheduledLoops(ScheduleOp schedule, MeshAttr mesh) {
+  llvm::SmallVector<train::RepeatOp, 3> loops = scheduledLoops(schedule);
+  if (loops.empty())
+    return schedule.emitOpError("does not stand right after the "
+                                "micro-batch loops it runs (a forward "
+                                "repeat saving its carries and its "
+                                "backward)");
+  int64_t pp = mesh.getAxis(AxisRole::Pipeline)
+                   ? mesh.getSize(AxisRole::Pipeline)
+                   : 0;
+  if (schedule.getNumRanks() != pp ||
+      schedule.getNumMicroBatches() != int64_t(loops[0].getCount()))
+    return schedule.emitOpError("runs ")
+           << schedule.getNumMicroBatches() << " micro-batches on "
+           << schedule.getNumRanks() << " pipeline ranks; its loops run "
+           << loops[0].getCount() << " on a pipeline axis of " << pp;
+  return loops;
+}
+
 /// The `dist.schedule` of a rank program (null without one: no pipeline,
 /// or GPipe's order, which is the program order).
 inline ScheduleOp scheduleOf(train::ModelOp model) {
