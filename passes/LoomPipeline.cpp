@@ -28,6 +28,7 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     if (options.microBatches != 1)
       add(createTrainGradAccumulation(
           TrainGradAccumulationOptions{options.microBatches}));
+    add(createDistRemat(DistRematOptions{options.remat}));
     add(createTrainAutodiff());
     if (options.microBatches != 1)
       add(createTrainInterleaveMicroBatches());

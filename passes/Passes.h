@@ -76,6 +76,12 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
       *this, "virtual-stages",
       llvm::cl::desc("Pipeline stages per pp rank (interleaved schedules)"),
       llvm::cl::init(1)};
+  Option<std::string> remat{
+      *this, "remat",
+      llvm::cl::desc("What the backward of each layer loop recomputes: "
+                     "full (each layer from its input) or none (nothing: "
+                     "the forward keeps what the backward reads)"),
+      llvm::cl::init("full")};
   Option<std::string> schedule{
       *this, "schedule",
       llvm::cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, "

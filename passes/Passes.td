@@ -34,6 +34,31 @@ def TrainVerify : Pass<"train-verify", "::mlir::ModuleOp"> {
   ];
 }
 
+def DistRemat : Pass<"dist-remat", "::mlir::ModuleOp"> {
+  let summary = "Choose what the backward of each layer loop recomputes";
+  let description = [{
+    Runs before `train-autodiff`, whose backward rules read the choice.
+    `policy=full` (the default, Megatron's full recomputation): the forward
+    of a `train.repeat` keeps each iteration's input and its backward
+    recomputes the iteration before back-propagating through it. `none`:
+    every forward repeat that chose nothing yet gets `residuals(0)`, so the
+    forward keeps every value its backward reads (one slice per layer) and
+    the backward recomputes nothing, the fastest where memory allows. The
+    losses and parameters are the same bit for bit (recomputation runs the
+    same kernels on the same values). `selective` and `budget` are the
+    rematerialization issue's next steps and are refused by name.
+
+    ```mlir
+    // --dist-remat="policy=none"
+    %h = train.repeat 4 residuals(0) carry(%x : tensor<8x16xf32>) ...
+    ```
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"full\"",
+           "full or none">,
+  ];
+}
+
 def TrainAutodiff : Pass<"train-autodiff", "::mlir::ModuleOp"> {
   let summary = "Derive the backward pass of every model (reverse mode)";
   let description = [{

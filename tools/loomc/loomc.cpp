@@ -90,6 +90,13 @@ static cl::opt<std::string> meshSpec(
              "role: stage=2:pipeline"),
     cl::value_desc("AXIS=N,..."), cl::cat(loomcCategory));
 
+static cl::opt<std::string> rematPolicy(
+    "remat",
+    cl::desc("What the backward recomputes of each layer loop: full (each "
+             "layer from its saved input, the default) or none (nothing: the "
+             "forward keeps what the backward reads; fastest, more memory)"),
+    cl::value_desc("full|none"), cl::init("full"), cl::cat(loomcCategory));
+
 static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("Megatron sequence parallelism on the 'tp' axis: the residual "
@@ -545,6 +552,10 @@ int main(int argc, char **argv) {
       shardingPreset != "megatron")
     return fail("--sharding=" + shardingPreset +
                 ": expected auto, dp or megatron");
+  if (rematPolicy != "full" && rematPolicy != "none")
+    return fail("--remat=" + rematPolicy +
+                ": expected full or none (selective and budget are not "
+                "available yet)");
   int64_t pp =
       config.mesh ? config.mesh.getSize(loom::dist::AxisRole::Pipeline) : 1;
   if (microBatches < 1 || microBatches > loom::kMaxRepeatCount)
@@ -618,6 +629,7 @@ int main(int argc, char **argv) {
   options.virtualStages = schedule ? schedule->virtualStages : 1;
   options.sharding = shardingPreset;
   options.sequenceParallel = sequenceParallel;
+  options.remat = rematPolicy;
   options.schedule = scheduleSpec;
   options.afterPass = afterPass;
   options.until = loom::Phase::TrainingStep;

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Rematerialization policies against each other: a GPT with dropout (loom-gen
+--preset parity) compiled with --remat=none (the forward keeps what the
+backward reads) and --remat=full (each layer recomputed from its input) gives
+the same losses and final parameters bit for bit (recomputation runs the
+same kernels on the same values, dropout masks included) on one rank, with
+micro-batches, on dp=2 x tp=2, and on pp=2 under 1F1B and ZB-H1 with 4
+micro-batches. And the report's FLOPs per step: with `none` the matmul FLOPs
+equal an independent count from the shapes (2 forward and 4 backward FLOPs
+per matmul weight and token: 4 h^2 + 2 h F per layer and the tied head's
+V h;
+embedding lookups, biases and norms excluded) and the attention FLOPs
+4 b s^2 h per layer forward and 2.5 times that backward; `full` adds one
+forward of the layers' matmuls and attention."""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loomtest import Checks, MPIRUN, RUN_ENV, read_safetensors  # noqa: E402
+
+STEPS = 3
+SEED = 5
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--loomc", required=True)
+parser.add_argument("--loom-gen", required=True)
+args = parser.parse_args()
+
+work = tempfile.mkdtemp(prefix="loom-remat-")
+check = Checks()
+
+model = os.path.join(work, "gpt.mlir")
+subprocess.run([sys.executable, args.loom_gen, "--preset", "parity", "--batch", "8",
+                "--heads", "4", "-o", model], check=True)
+text = open(model).read()
+# The shapes, read from the model: layers, width, feed-forward width,
+# vocabulary, context, batch.
+L, H = map(int, re.search(r'train.param "w_qkv" [^:]*: tensor<(\d+)x(\d+)x', text).groups())
+F = int(re.search(r'train.param "w_fc" [^:]*: tensor<\d+x\d+x(\d+)x', text).group(1))
+V = int(re.search(r'train.param "wte" [^:]*: tensor<(\d+)x', text).group(1))
+B, S = map(int, re.search(r'train.input "tokens" : tensor<(\d+)x(\d+)xi32>', text).groups())
+
+
+def build(name, flags):
+    exe = os.path.join(work, name)
+    report = exe + ".json"
+    r = subprocess.run([args.loomc, model, "-o", exe, "--report-json", report, *flags],
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"loomc {' '.join(flags)} failed:\n{r.stderr}")
+    return exe, json.load(open(report))
+
+
+def run(name, exe, ranks):
+    metrics = os.path.join(work, name + ".%r.jsonl")
+    exported = os.path.join(work, name + ".safetensors")
+    cmd = [exe, "--steps", str(STEPS), "--seed", str(SEED), "--metrics", metrics,
+           "--timeout", "120", "--export", exported]
+    if ranks > 1:
+        cmd = MPIRUN + ["-n", str(ranks)] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, env=RUN_ENV)
+    if r.returncode:
+        sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
+    with open(metrics.replace("%r", "0")) as f:
+        losses = [json.loads(line)["loss"] for line in f]
+    return losses, read_safetensors(exported)
+
+
+tokens = B * S
+layer_weights = 4 * H * H + 2 * H * F  # w_qkv (3 h^2), w_o (h^2), w_fc and w_proj (h F each)
+matmul_none = 6 * (L * layer_weights + V * H) * tokens
+attention_forward = L * 4 * B * S * S * H
+for label, flags, ranks in (("one rank", [], 1),
+                            ("M=2", ["--micro-batches=2"], 1),
+                            ("dp=2 x tp=2", ["--mesh", "dp=2,tp=2"], 4),
+                            ("pp=2 M=4 1F1B", ["--mesh", "pp=2", "--micro-batches=4"], 2),
+                            ("pp=2 M=4 ZB-H1", ["--mesh", "pp=2", "--micro-batches=4",
+                                                "--schedule=zb"], 2)):
+    name = re.sub(r"[^a-z0-9]", "", label.lower())
+    runs, reports = {}, {}
+    for policy in ("none", "full"):
+        exe, reports[policy] = build(f"{name}-{policy}", flags + [f"--remat={policy}"])
+        runs[policy] = run(f"{name}-{policy}", exe, ranks)
+    (loss_n, params_n), (loss_f, params_f) = runs["none"], runs["full"]
+    check(f"{label}: losses, none = full", loss_n == loss_f,
+          f"{loss_n[-1]!r} and {loss_f[-1]!r} after {STEPS} steps")
+    same = sorted(params_n) == sorted(params_f) and all(
+        np.array_equal(params_n[k], params_f[k]) for k in params_n)
+    check(f"{label}: final parameters, none = full", same, f"{len(params_n)} tensors")
+    if ranks == 1 or "dp" in label:
+        got = reports["none"]["matmul_flops_per_step"]
+        check(f"{label}: none's matmul FLOPs = 6 x (L (4 h^2 + 2 h F) + V h) x tokens",
+              got == matmul_none, f"{got} = {matmul_none}")
+        got = reports["none"]["attention_flops_per_step"]
+        check(f"{label}: none's attention FLOPs = 3.5 x 4 b s^2 h x layers",
+              got == 3.5 * attention_forward, f"{got} = {3.5 * attention_forward:.0f}")
+        added = reports["full"]["matmul_flops_per_step"] - matmul_none
+        layers_forward = 2 * L * layer_weights * tokens
+        check(f"{label}: full adds one forward of the layers' matmuls", added == layers_forward,
+              f"{added} = {layers_forward}")
+
+check.finish()
