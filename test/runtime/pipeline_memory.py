@@ -49,6 +49,9 @@ PER_LAYER = 12 * H * H + 13 * H
 TOTAL = LAYERS * PER_LAYER + V * H + S * H + 2 * H
 INPUTS = 2 * B * S * 4 + 4 + 4  # tokens, labels, the step counter, the loss
 work = tempfile.mkdtemp(prefix="loom-pipeline-memory-")
+# The sanitized suite (scripts/test-sanitized.sh) runs the executables with
+# AddressSanitizer's allocator.
+SANITIZED = "ASAN_OPTIONS" in os.environ
 check = Checks()
 
 
@@ -112,10 +115,14 @@ for pp in (2, 4):
         # The same tensors measured by the operating system: the process's
         # resident bytes across the tensor table's allocation and
         # initialization (/proc/self/statm), not the allocator's count.
+        # (Under the sanitizers, whose allocator adds shadow memory and
+        # redzones to every allocation, residency measures those too: the
+        # release suite checks it.)
         resident = row["resident_tensor_bytes"]
-        check(f"pp={pp} rank {rank}: resident tensor table within 5% of 12 x own",
-              abs(resident - want) <= 0.05 * want,
-              f"{resident} resident, {resident / want - 1:+.1%}")
+        if not SANITIZED:
+            check(f"pp={pp} rank {rank}: resident tensor table within 5% of 12 x own",
+                  abs(resident - want) <= 0.05 * want,
+                  f"{resident} resident, {resident / want - 1:+.1%}")
         reported = memory["per_pipeline_rank"][rank]
         check(f"pp={pp} rank {rank}: report's model states", reported["model_states"] == 16 * own[rank],
               f"{reported['model_states']} = 16 x {own[rank]}")
@@ -124,10 +131,11 @@ for pp in (2, 4):
         # parameter, in the arena, where residency cannot tell them from
         # activations: the report's gradient row), against the report.
         measured = resident - INPUTS + reported["gradients"]
-        check(f"pp={pp} rank {rank}: model states measured within 5% of the report's",
-              abs(measured - reported["model_states"]) <= 0.05 * reported["model_states"],
-              f"{measured} = {resident - INPUTS} resident + {reported['gradients']} gradients, "
-              f"{measured / reported['model_states'] - 1:+.1%}")
+        if not SANITIZED:
+            check(f"pp={pp} rank {rank}: model states measured within 5% of the report's",
+                  abs(measured - reported["model_states"]) <= 0.05 * reported["model_states"],
+                  f"{measured} = {resident - INPUTS} resident + {reported['gradients']} gradients, "
+                  f"{measured / reported['model_states'] - 1:+.1%}")
         saved = single[0]["max_rss_bytes"] - row["max_rss_bytes"]
         grown = max(0, row["arena_bytes"] - single[0]["arena_bytes"])
         floor = 0.95 * 12 * (TOTAL - own[rank]) - grown
