@@ -60,9 +60,12 @@ class Program:
         if result.returncode != 0:
             raise RuntimeError(f"loomc failed on {self.mlir}:\n{result.stderr}")
 
-    def run(self, steps=1, params=None, inputs=None, extra=()):
-        """Runs `steps` steps; returns (per-step metrics, exported params)."""
+    def run(self, steps=1, params=None, inputs=None, extra=(), ranks=1):
+        """Runs `steps` steps on `ranks` processes; returns (rank 0's
+        per-step metrics, exported params)."""
         args = [self.exe, "--steps", str(steps), "--log-every", "1000000"]
+        if ranks > 1:
+            args = MPIRUN + ["-n", str(ranks)] + args + ["--timeout", "120"]
         metrics = os.path.join(self.dir, "metrics.jsonl")
         exported = os.path.join(self.dir, "export.safetensors")
         args += ["--metrics", metrics, "--export", exported]

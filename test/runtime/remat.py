@@ -24,7 +24,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loomtest import Checks, MPIRUN, RUN_ENV, read_safetensors  # noqa: E402
+from loomtest import Checks, Program  # noqa: E402
 
 STEPS = 3
 SEED = 5
@@ -49,29 +49,11 @@ V = int(re.search(r'train.param "wte" [^:]*: tensor<(\d+)x', text).group(1))
 B, S = map(int, re.search(r'train.input "tokens" : tensor<(\d+)x(\d+)xi32>', text).groups())
 
 
-def build(name, flags):
-    exe = os.path.join(work, name)
-    report = exe + ".json"
-    r = subprocess.run([args.loomc, model, "-o", exe, "--report-json", report, *flags],
-                       capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"loomc {' '.join(flags)} failed:\n{r.stderr}")
-    return exe, json.load(open(report))
-
-
-def run(name, exe, ranks):
-    metrics = os.path.join(work, name + ".%r.jsonl")
-    exported = os.path.join(work, name + ".safetensors")
-    cmd = [exe, "--steps", str(STEPS), "--seed", str(SEED), "--metrics", metrics,
-           "--timeout", "120", "--export", exported]
-    if ranks > 1:
-        cmd = MPIRUN + ["-n", str(ranks)] + cmd
-    r = subprocess.run(cmd, capture_output=True, text=True, env=RUN_ENV)
-    if r.returncode:
-        sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
-    with open(metrics.replace("%r", "0")) as f:
-        losses = [json.loads(line)["loss"] for line in f]
-    return losses, read_safetensors(exported)
+def build(flags):
+    """The model compiled with `flags`, and loomc's report of it."""
+    report = os.path.join(work, f"report-{len(os.listdir(work))}.json")
+    program = Program(args.loomc, text, "gpt", [*flags, "--report-json", report])
+    return program, json.load(open(report))
 
 
 tokens = B * S
@@ -84,11 +66,11 @@ for label, flags, ranks in (("one rank", [], 1),
                             ("pp=2 M=4 1F1B", ["--mesh", "pp=2", "--micro-batches=4"], 2),
                             ("pp=2 M=4 ZB-H1", ["--mesh", "pp=2", "--micro-batches=4",
                                                 "--schedule=zb"], 2)):
-    name = re.sub(r"[^a-z0-9]", "", label.lower())
     runs, reports = {}, {}
     for policy in ("none", "full"):
-        exe, reports[policy] = build(f"{name}-{policy}", flags + [f"--remat={policy}"])
-        runs[policy] = run(f"{name}-{policy}", exe, ranks)
+        program, reports[policy] = build(flags + [f"--remat={policy}"])
+        rows, params = program.run(steps=STEPS, extra=["--seed", str(SEED)], ranks=ranks)
+        runs[policy] = [row["loss"] for row in rows], params
     (loss_n, params_n), (loss_f, params_f) = runs["none"], runs["full"]
     check(f"{label}: losses, none = full", loss_n == loss_f,
           f"{loss_n[-1]!r} and {loss_f[-1]!r} after {STEPS} steps")
