@@ -5,6 +5,7 @@
 
 #include "mlir/IR/DialectImplementation.h"
 #include <array>
+#include <map>
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -843,48 +844,68 @@ LogicalResult ScheduleOp::verify() {
   }
   if (ranks == 0)
     return emitOpError("has no pipeline ranks");
+  // Each action on its own first: its stage on its rank, its slot one of
+  // the schedule's, its numbers in range.
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  WalkResult each = walk([&](ActionOp a) {
+    int64_t rank = cast<RankActionsOp>(a->getParentOp()).getRank();
+    if (a.getStage() < 0 || a.getMicroBatch() < 0 || a.getStage() >= kLimit ||
+        a.getMicroBatch() >= kLimit) {
+      a.emitOpError("names stage ")
+          << a.getStage() << " and micro-batch " << a.getMicroBatch()
+          << "; each must lie in [0, 2^31)";
+      return WalkResult::interrupt();
+    }
+    if (a.getStage() % ranks != rank) {
+      a.emitOpError("runs stage ")
+          << a.getStage() << " on pipeline rank " << rank
+          << ", which holds stages " << rank << " mod " << ranks;
+      return WalkResult::interrupt();
+    }
+    if (a.getSlot() < 0 || a.getSlot() >= getSlots()) {
+      a.emitOpError("uses slot ")
+          << a.getSlot() << " of a schedule of " << getSlots() << " slots";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (each.wasInterrupted())
+    return failure();
   int64_t stages = getNumStages(), microBatches = getNumMicroBatches();
   if (stages % ranks != 0)
     return emitOpError("runs ")
            << stages << " stages on " << ranks
            << " ranks; each rank holds as many stages (stage s on rank s mod "
               "P)";
-  // Per stage and micro-batch, how often each kind runs.
-  std::vector<std::array<int64_t, 4>> seen(stages * microBatches,
-                                           std::array<int64_t, 4>{});
-  LogicalResult result = success();
+  // Per stage and micro-batch that some action names, how often each kind
+  // runs (a map: the numbers are the actions', not the product's).
+  std::map<std::pair<int64_t, int64_t>, std::array<int64_t, 4>> seen;
   walk([&](ActionOp a) {
-    if (failed(result))
-      return;
-    int64_t rank = cast<RankActionsOp>(a->getParentOp()).getRank();
-    if (a.getStage() < 0 || a.getMicroBatch() < 0)
-      result = a.emitOpError("names a negative stage or micro-batch");
-    else if (a.getStage() % ranks != rank)
-      result = a.emitOpError("runs stage ")
-               << a.getStage() << " on pipeline rank " << rank
-               << ", which holds stages " << rank << " mod " << ranks;
-    else if (a.getSlot() < 0 || a.getSlot() >= getSlots())
-      result = a.emitOpError("uses slot ")
-               << a.getSlot() << " of a schedule of " << getSlots()
-               << " slots";
-    else
-      ++seen[a.getStage() * microBatches + a.getMicroBatch()]
-            [size_t(a.getKind())];
+    ++seen[{a.getStage(), a.getMicroBatch()}][size_t(a.getKind())];
   });
-  if (failed(result))
-    return failure();
-  for (int64_t s = 0; s < stages; ++s)
-    for (int64_t m = 0; m < microBatches; ++m) {
-      auto [f, b, i, w] = seen[s * microBatches + m];
-      if (f != 1 || !((b == 1 && i == 0 && w == 0) ||
-                      (b == 0 && i == 1 && w == 1)))
-        return emitOpError("must run stage ")
-               << s << "'s micro-batch " << m
-               << " once forward and once backward (whole, or its input and "
-                  "weight parts once each); it runs "
-               << f << " forward, " << b << " backward, " << i
-               << " backward_input and " << w << " backward_weight";
-    }
+  auto incomplete = [&](int64_t s, int64_t m, std::array<int64_t, 4> runs) {
+    auto [f, b, i, w] = runs;
+    return emitOpError("must run stage ")
+           << s << "'s micro-batch " << m
+           << " once forward and once backward (whole, or its input and "
+              "weight parts once each); it runs "
+           << f << " forward, " << b << " backward, " << i
+           << " backward_input and " << w << " backward_weight";
+  };
+  for (auto &[key, runs] : seen) {
+    auto [f, b, i, w] = runs;
+    if (f != 1 ||
+        !((b == 1 && i == 0 && w == 0) || (b == 0 && i == 1 && w == 1)))
+      return incomplete(key.first, key.second, runs);
+  }
+  // Every pair named: the first one missing is among the first
+  // `seen.size() + 1` in order.
+  if (int64_t(seen.size()) / stages != microBatches ||
+      int64_t(seen.size()) % stages != 0)
+    for (int64_t s = 0; s < stages; ++s)
+      for (int64_t m = 0; m < microBatches; ++m)
+        if (!seen.count({s, m}))
+          return incomplete(s, m, {});
   return success();
 }
 

@@ -154,3 +154,34 @@ func.func @uneven_stages() {
   }
   return
 }
+
+// -----
+
+// A micro-batch no action names is missing too.
+func.func @micro_batch_missing() {
+  // expected-error @+1 {{'dist.schedule' op must run stage 0's micro-batch 1 once forward and once backward (whole, or its input and weight parts once each); it runs 0 forward, 0 backward, 0 backward_input and 0 backward_weight}}
+  dist.schedule slots 2 {
+    dist.rank_actions 0 {
+      dist.action forward stage 0 micro_batch 0 slot 0
+      dist.action forward stage 0 micro_batch 2 slot 1
+      dist.action backward stage 0 micro_batch 0 slot 0
+      dist.action backward stage 0 micro_batch 2 slot 1
+    }
+  }
+  return
+}
+
+// -----
+
+// Numbers far beyond any schedule are refused before anything is counted
+// (loom-fuzz found the verifier sizing a table by them).
+func.func @huge_micro_batch() {
+  dist.schedule slots 1 {
+    dist.rank_actions 0 {
+      dist.action forward stage 0 micro_batch 0 slot 0
+      // expected-error @+1 {{'dist.action' op names stage 0 and micro-batch 99999999999; each must lie in [0, 2^31)}}
+      dist.action backward stage 0 micro_batch 99999999999 slot 0
+    }
+  }
+  return
+}
