@@ -736,18 +736,6 @@ struct Emitter {
       return failure();
     SmallVector<RepeatOp, 3> loops = *checked;
     bool split = loops.size() > 2;
-    WalkResult kinds = schedule.walk([&](dist::ActionOp a) {
-      bool part = a.getKind() == dist::ActionKind::BackwardInput ||
-                  a.getKind() == dist::ActionKind::BackwardWeight;
-      if (part && !split) {
-        a.emitOpError("runs a part of a backward that is not split "
-                      "(dist-pipeline-split-backward splits it)");
-        return WalkResult::interrupt();
-      }
-      return WalkResult::advance();
-    });
-    if (kinds.wasInterrupted())
-      return failure();
     if (!plan.scheduled)
       return success();
     scheduledForward = loops[0];

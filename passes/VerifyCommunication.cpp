@@ -133,10 +133,7 @@ struct Simulator {
       break;
     case dist::ActionKind::BackwardInput:
     case dist::ActionKind::BackwardWeight:
-      if (!split)
-        return action.emitOpError("runs a part of a backward that is not "
-                                  "split (dist-pipeline-split-backward "
-                                  "splits it)");
+      // (checkedScheduledLoops refused parts of a backward not split.)
       loops.push_back(scheduled[action.getKind() ==
                                         dist::ActionKind::BackwardInput
                                     ? 1
@@ -145,7 +142,8 @@ struct Simulator {
     }
     size_t first = out.size();
     for (RepeatOp loop : loops)
-      collect(loop.getBodyBlock(), rank, out, action.getStage());
+      if (failed(collect(loop.getBodyBlock(), rank, out, action.getStage())))
+        return failure();
     std::string name = std::to_string(action.getStage()) +
                        "FBIW"[size_t(action.getKind())] +
                        std::to_string(action.getMicroBatch());
@@ -173,7 +171,7 @@ struct Simulator {
         int64_t coordinate =
             coordinates(rank)[mesh.getAxisIndex(dist::AxisRole::Pipeline)];
         for (auto row : here.getBody().front().getOps<dist::RankActionsOp>())
-          if (row.getRank() == coordinate)
+          if (int64_t(row.getRank()) == coordinate)
             for (auto action : row.getBody().front().getOps<dist::ActionOp>())
               if (failed(collectAction(action, rank, out)))
                 return failure();

@@ -84,6 +84,19 @@ checkedScheduledLoops(ScheduleOp schedule, MeshAttr mesh) {
            << schedule.getNumMicroBatches() << " micro-batches on "
            << schedule.getNumRanks() << " pipeline ranks; its loops run "
            << loops[0].getCount() << " on a pipeline axis of " << pp;
+  // A backward's parts run only where dist-pipeline-split-backward split it.
+  if (loops.size() < 3) {
+    mlir::WalkResult parts = schedule.walk([&](ActionOp a) {
+      if (a.getKind() != ActionKind::BackwardInput &&
+          a.getKind() != ActionKind::BackwardWeight)
+        return mlir::WalkResult::advance();
+      a.emitOpError("runs a part of a backward that is not split "
+                    "(dist-pipeline-split-backward splits it)");
+      return mlir::WalkResult::interrupt();
+    });
+    if (parts.wasInterrupted())
+      return mlir::failure();
+  }
   return loops;
 }
 
