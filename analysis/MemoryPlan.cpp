@@ -88,32 +88,158 @@ std::optional<double> loom::analysis::carrySeed(Value v) {
   return dense.getSplatValue<APFloat>().convertToDouble();
 }
 
-BlockArgument loom::analysis::accumulatesInto(Value v) {
-  auto add = v.getDefiningOp<AddOp>();
-  auto repeat = add ? dyn_cast<RepeatOp>(add->getParentOp()) : RepeatOp();
-  if (!repeat || !v.hasOneUse())
-    return {};
-  auto yield = dyn_cast<YieldOp>(*v.getUsers().begin());
-  if (!yield)
-    return {};
-  for (Value operand : {add.getLhs(), add.getRhs()}) {
-    auto arg = dyn_cast<BlockArgument>(operand);
-    if (!arg || arg.getOwner() != &repeat.getBodyBlock() ||
-        arg.getType() != v.getType() || arg.getArgNumber() == 0 ||
-        arg.getArgNumber() > repeat.getCarries().size())
+/// The links of the chain of adds that ends in `last` and starts from
+/// `arg`, first link first: each link adds one term to the previous link's
+/// value (the first to `arg`'s), which nothing else reads. Empty when there
+/// is no such chain.
+static SmallVector<AddOp> chainFrom(AddOp last, BlockArgument arg) {
+  for (Value operand : {last.getLhs(), last.getRhs()}) {
+    if (operand.getType() != last.getType())
       continue;
-    // The next value of the same carry, and the add reads the carry last.
-    unsigned carry = arg.getArgNumber() - 1;
-    if (yield.getCarries()[carry] != v ||
-        llvm::count(yield->getOperands(), v) != 1)
+    if (operand == arg)
+      return {last};
+    auto prev = operand.getDefiningOp<AddOp>();
+    if (!prev || prev->getBlock() != last->getBlock() || !operand.hasOneUse())
       continue;
-    if (llvm::all_of(arg.getUsers(), [&](Operation *user) {
-          return user == add.getOperation() ||
-                 user->isBeforeInBlock(add.getOperation());
-        }))
-      return arg;
+    SmallVector<AddOp> chain = chainFrom(prev, arg);
+    if (!chain.empty()) {
+      chain.push_back(last);
+      return chain;
+    }
   }
   return {};
+}
+
+/// The carry of `repeat`'s body whose next value `v` is, with the chain of
+/// adds from it to `v` (see accumulatesInto).
+static std::pair<BlockArgument, SmallVector<AddOp>>
+accumulationChain(Value v) {
+  auto add = v.getDefiningOp<AddOp>();
+  auto repeat = add ? dyn_cast<RepeatOp>(add->getParentOp()) : RepeatOp();
+  if (!repeat)
+    return {};
+  // The chain's last link: each link's one reader is the next.
+  AddOp last = add;
+  while (true) {
+    Value r = last.getResult();
+    if (!r.hasOneUse())
+      return {};
+    Operation *user = *r.getUsers().begin();
+    if (isa<YieldOp>(user))
+      break;
+    auto next = dyn_cast<AddOp>(user);
+    if (!next || next->getBlock() != add->getBlock())
+      return {};
+    last = next;
+  }
+  YieldOp yield = repeat.getYield();
+  Value lastValue = last.getResult();
+  if (llvm::count(yield->getOperands(), lastValue) != 1)
+    return {};
+  auto carries = yield.getCarries();
+  auto at = llvm::find(carries, lastValue);
+  if (at == carries.end())
+    return {};
+  Block &body = repeat.getBodyBlock();
+  BlockArgument arg = body.getArgument(1 + (at - carries.begin()));
+  if (arg.getType() != lastValue.getType())
+    return {};
+  SmallVector<AddOp> chain = chainFrom(last, arg);
+  if (chain.empty() || !llvm::is_contained(chain, add))
+    return {};
+  // The first link reads the carry last.
+  Operation *first = chain.front();
+  if (llvm::all_of(arg.getUsers(), [&](Operation *user) {
+        Operation *in = body.findAncestorOpInBlock(*user);
+        return in && (in == first || in->isBeforeInBlock(first));
+      }))
+    return {arg, chain};
+  return {};
+}
+
+BlockArgument loom::analysis::accumulatesInto(Value v) {
+  return accumulationChain(v).first;
+}
+
+BlockArgument loom::analysis::addsIntoSlice(Value v) {
+  auto add = v.getDefiningOp<AddOp>();
+  auto repeat = add ? dyn_cast<RepeatOp>(add->getParentOp()) : RepeatOp();
+  if (!repeat || !v.hasOneUse() || !isa<YieldOp>(*v.getUsers().begin()))
+    return {};
+  YieldOp yield = repeat.getYield();
+  for (auto [slice, result] :
+       llvm::zip(yield.getStacked(), repeat.getStackedResults()))
+    if (slice == v && updatedInPlace(result) && !scheduleSlots(result))
+      for (Value operand : {add.getLhs(), add.getRhs()})
+        if (auto arg = dyn_cast<BlockArgument>(operand);
+            arg && arg.getOwner() == &repeat.getBodyBlock() &&
+            arg.getArgNumber() > repeat.getCarries().size() && arg.hasOneUse())
+          return arg;
+  return {};
+}
+
+/// The add that `r`, a result its kernel can accumulate, is added by into
+/// an accumulator nothing reads between the kernel and the add.
+static AddOp accumulatingAdd(OpResult r) {
+  Operation *kernel = r.getOwner();
+  if (!r.hasOneUse())
+    return {};
+  auto add = dyn_cast<AddOp>(*r.getUsers().begin());
+  if (!add || add->getBlock() != kernel->getBlock() ||
+      add.getType() != r.getType() || add.getLhs() == add.getRhs())
+    return {};
+  Block &body = *add->getBlock();
+  // The accumulator the add writes into, and the op that reads it first
+  // after the kernel (the add, or the chain's first link).
+  BlockArgument into;
+  Operation *firstReader = add;
+  if (auto [carry, chain] = accumulationChain(add.getResult()); carry) {
+    into = carry;
+    firstReader = chain.front();
+  } else {
+    into = addsIntoSlice(add.getResult());
+  }
+  if (!into)
+    return {};
+  // Every other reader of the accumulator runs before the kernel writes it.
+  if (!llvm::all_of(into.getUsers(), [&](Operation *user) {
+        Operation *in = body.findAncestorOpInBlock(*user);
+        return in && (in == firstReader || in->isBeforeInBlock(kernel));
+      }))
+    return {};
+  return add;
+}
+
+OpResult loom::analysis::yieldedIntoResult(Value v) {
+  auto result = dyn_cast<OpResult>(v);
+  auto repeat =
+      result ? dyn_cast<RepeatOp>(result.getOwner()->getParentOp()) : RepeatOp();
+  // A kernel's result (a collective's, a reshape's or a wait's buffer is
+  // its operand's or the communicator's).
+  if (!repeat || !v.hasOneUse() || !isa<YieldOp>(*v.getUsers().begin()) ||
+      !isa<KernelOpInterface>(result.getOwner()) || addsIntoSlice(v))
+    return {};
+  YieldOp yield = repeat.getYield();
+  for (auto [i, slice] : llvm::enumerate(yield.getStacked()))
+    if (slice == v && i < repeat.getNumUserStacked())
+      return cast<OpResult>(repeat.getStackedResults()[i]);
+  return {};
+}
+
+AddOp loom::analysis::accumulatedBy(Value r) {
+  auto result = dyn_cast<OpResult>(r);
+  auto kernel =
+      result ? dyn_cast<KernelOpInterface>(result.getOwner()) : nullptr;
+  if (!kernel)
+    return {};
+  SmallVector<unsigned> accumulating = kernel.getAccumulatingResults();
+  if (!llvm::is_contained(accumulating, result.getResultNumber()))
+    return {};
+  // The accumulating entry adds to all of them, or it is not called.
+  for (unsigned n : accumulating)
+    if (!accumulatingAdd(kernel->getResult(n)))
+      return {};
+  return accumulatingAdd(result);
 }
 
 Value loom::analysis::updatedInPlace(Value v) {
@@ -300,6 +426,10 @@ struct Planner {
     };
     std::vector<Interval> intervals;
     DenseMap<Value, size_t> intervalOf;
+    // Where every op of the block runs here, one after another (no
+    // pipeline's ranks or actions, no evaluation's slice), a slice the
+    // body yields is made in its loop's result (analysis::yieldedIntoResult).
+    bool inPlaceYields = !runsHere && !only;
     SmallVector<std::pair<size_t, SmallVector<Value>>> nestedShifts;
     size_t scratch = SIZE_MAX;
 
@@ -359,7 +489,8 @@ struct Planner {
       // writes it): a gradient scaled by clipping's factor, an activation
       // function's input.
       if (op.hasTrait<PointwiseKernel>() && op.getNumResults() == 1 &&
-          !inSpan && !persistent.count(op.getResult(0))) {
+          !inSpan && !persistent.count(op.getResult(0)) &&
+          !(inPlaceYields && yieldedIntoResult(op.getResult(0)))) {
         Value result = op.getResult(0);
         auto over = llvm::find_if(op.getOperands(), [&](Value operand) {
           auto p = intervalOf.find(rootOf(operand));
@@ -409,8 +540,13 @@ struct Planner {
         // evaluation runs the forward alone).
         if (only && isa<RepeatOp>(op) && isUnreadResidual(r, *only))
           continue;
-        // Nor a loop's accumulation written into its carry.
-        if (accumulatesInto(r) || updatedInPlace(r))
+        // Nor a loop's accumulation written into its carry (or a slice of
+        // it), nor a contribution its kernel adds there itself.
+        if (accumulatesInto(r) || updatedInPlace(r) || addsIntoSlice(r) ||
+            accumulatedBy(r))
+          continue;
+        // Nor an iteration's slice written into the loop's result.
+        if (inPlaceYields && yieldedIntoResult(r))
           continue;
         // Nor a constant that only starts loops' carries: they start
         // filled with it.

@@ -75,9 +75,34 @@ nestedOps(const llvm::DenseSet<mlir::Operation *> *ops, mlir::Block &block);
 std::optional<double> carrySeed(mlir::Value v);
 
 /// When `v` is a loop's accumulation (carry + x, which the body yields as
-/// the carry's next value and after which nothing reads the carry), the
-/// carry's block argument: `v` is written into the carry's buffer.
+/// the carry's next value and after which nothing reads the carry), or a
+/// link of a chain of them (carry + x + y + ..., each link read only by the
+/// next), the carry's block argument: `v` is written into the carry's
+/// buffer.
 mlir::BlockArgument accumulatesInto(mlir::Value v);
+
+/// When `v` is the add that a loop body yields as a stacked slice of a
+/// result updatedInPlace (slice + x), the slice's block argument: `v` is
+/// written over the slice, which is the accumulator's.
+mlir::BlockArgument addsIntoSlice(mlir::Value v);
+
+/// When `r` is a kernel's result that an accumulation adds into its
+/// accumulator (accumulatesInto or addsIntoSlice), with nothing reading the
+/// accumulator between the kernel and the add, and the kernel can add all
+/// its accumulating results in place (KernelOpInterface::
+/// getAccumulatingResults): that add. The kernel's accumulating entry
+/// writes `r` into the accumulator and the add runs nothing, so a
+/// micro-batch's gradient needs no tensor of its own (Megatron-LM's fused
+/// gradient accumulation).
+loom::train::AddOp accumulatedBy(mlir::Value r);
+
+/// When `v`, made by an op of a loop's body and read by nothing else, is
+/// the slice that the body yields for one of the loop's own stacked results
+/// (not a residual, not an accumulation over a slice): that result. Where
+/// every op of the body runs one after another (no pipeline), the code
+/// generator makes `v` in the result's slice for the iteration, with no
+/// tensor and no copy of its own (a layer's weight gradient).
+mlir::OpResult yieldedIntoResult(mlir::Value v);
 
 /// When `v` is a loop's stacked result that adds each iteration's
 /// contribution to the slices of a stacked operand that is an enclosing

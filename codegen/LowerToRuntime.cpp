@@ -156,6 +156,13 @@ struct Emitter {
       return buffers[v] = bufferOf(carry);
     if (Value carry = updatedInPlace(v))
       return buffers[v] = bufferOf(carry);
+    if (BlockArgument slice = addsIntoSlice(v))
+      return buffers[v] = bufferOf(slice);
+    // A contribution its kernel adds into the accumulator itself.
+    if (AddOp add = accumulatedBy(v)) {
+      BlockArgument into = accumulatesInto(add.getResult());
+      return buffers[v] = bufferOf(into ? into : addsIntoSlice(add.getResult()));
+    }
     // Where each pipeline rank placed it (absent where nothing reads it).
     SmallVector<std::optional<Placement>> where;
     for (const MemoryPlan &p : rankPlans) {
@@ -279,6 +286,14 @@ struct Emitter {
     for (Value r : results)
       if (r)
         defineBuffer(r);
+    // An accumulation whose contribution its kernel added in place: the
+    // accumulator holds the sum already.
+    if (auto add = dyn_cast<AddOp>(op);
+        add && (accumulatedBy(add.getLhs()) == add ||
+                accumulatedBy(add.getRhs()) == add))
+      return success();
+    bool accumulates = llvm::any_of(
+        results, [](Value r) { return r && accumulatedBy(r); });
 
     SmallVector<StringRef> names;
     for (StringAttr n : op->getName().getAttributeNames())
@@ -314,7 +329,10 @@ struct Emitter {
                                        Attribute()),
                                    args)))
           return failure();
-      call(("loomrt_" + op->getName().stripDialect()).str(), args);
+      call(("loomrt_" + op->getName().stripDialect() +
+            (accumulates ? "_accumulate" : ""))
+               .str(),
+           args);
       return success();
     };
 
@@ -460,6 +478,14 @@ struct Emitter {
     // result that starts from an enclosing carry) lives where the carry
     // does.
     while (true) {
+      if (AddOp add = accumulatedBy(v))
+        v = add.getResult();
+      // A slice's accumulation: the loop's stacked result it is yielded as.
+      if (addsIntoSlice(v)) {
+        auto repeat = cast<RepeatOp>(v.getDefiningOp()->getParentOp());
+        auto stacked = repeat.getYield().getStacked();
+        v = repeat.getStackedResults()[llvm::find(stacked, v) - stacked.begin()];
+      }
       Value carry = updatedInPlace(v);
       if (!carry)
         carry = accumulatesInto(v);
@@ -527,10 +553,22 @@ struct Emitter {
     for (auto [j, inv] : llvm::enumerate(repeat.getInvariants()))
       buffers[body.getArgument(1 + numCarries + repeat.getStacked().size() +
                                j)] = bufferOf(inv);
+    // As the memory plan has it: where the body runs whole on every rank,
+    // a slice it yields is made in the result's slice.
+    YieldOp yield = repeat.getYield();
+    DenseSet<Value> madeInResult;
+    if (rankPlans.size() < 2 && !nestedOps(functionOps, body))
+      for (Value slice : yield.getStacked())
+        if (OpResult result = yieldedIntoResult(slice))
+          if (Value whole = bufferOf(result)) {
+            buffers[slice] = view(whole, index,
+                                  tensorBytes(result.getType()) / count);
+            predefined.insert(slice);
+            madeInResult.insert(slice);
+          }
     if (failed(emitOps(body, nestedOps(functionOps, body))))
       return failure();
 
-    YieldOp yield = repeat.getYield();
     call("loomrt_trace_iteration", {ctx, repeatId, traceIndex, i32(0)});
     // Under a schedule's action, what one stage made is kept only from
     // that stage's action (the others hold zeros for it).
@@ -545,6 +583,10 @@ struct Emitter {
       // A residual this function does not keep, or a slice it does not
       // compute (the evaluation's).
       if (!bufferOf(result) || !bufferOf(slice))
+        continue;
+      // An accumulation written over its slice, or a slice made in the
+      // result, is in the result already.
+      if (addsIntoSlice(slice) || madeInResult.contains(slice))
         continue;
       emitWhen(keeps(slice, result), [&] {
         copy(view(bufferOf(result), at(result),
@@ -701,7 +743,8 @@ struct Emitter {
         // An accumulation written into its carry leaves the carry as it
         // is where it does not run: zeros (its seed) where the carry is
         // another stage's, and no write where this rank does not hold it.
-        if (!needsZeros(r) || accumulatesInto(r) || updatedInPlace(r))
+        if (!needsZeros(r) || accumulatesInto(r) || updatedInPlace(r) ||
+            addsIntoSlice(r) || accumulatedBy(r))
           continue;
         auto type = cast<RankedTensorType>(r.getType());
         if (!isa<FloatType>(type.getElementType()))

@@ -524,10 +524,51 @@ RepeatOp loom::train::appendStackedOperands(RepeatOp repeat, ValueRange extra,
 /// same adds; the micro-batch's gradients are no longer a tensor of their
 /// own, and the code generator writes the sum into the accumulator
 /// (analysis::updatedInPlace).
+/// The terms of `v`, a sum of adds of one type that nothing else reads.
+static void collectTerms(Value v, Block &body, SmallVectorImpl<Value> &terms,
+                         SmallVectorImpl<AddOp> &adds) {
+  auto add = v.getDefiningOp<AddOp>();
+  if (!add || add->getBlock() != &body || !v.hasOneUse() ||
+      add.getLhs().getType() != v.getType() ||
+      add.getRhs().getType() != v.getType()) {
+    terms.push_back(v);
+    return;
+  }
+  adds.push_back(add);
+  collectTerms(add.getLhs(), body, terms, adds);
+  collectTerms(add.getRhs(), body, terms, adds);
+}
+
 void loom::train::foldAccumulations(RepeatOp loop) {
   Block &body = loop.getBodyBlock();
   YieldOp yield = loop.getYield();
   size_t numCarries = loop.getCarries().size();
+  // carry + (x + y) becomes (carry + x) + y: each term is then added into
+  // the accumulator in place (analysis::accumulatesInto's chain), where
+  // its kernel can write it there itself (analysis::accumulatedBy; the
+  // tied embedding's lookup and head gradients).
+  for (size_t i = 0; i < numCarries; ++i) {
+    auto add = yield.getCarries()[i].getDefiningOp<AddOp>();
+    BlockArgument carry = body.getArgument(1 + i);
+    if (!add || add->getBlock() != &body || !add->hasOneUse() ||
+        add.getType() != carry.getType() ||
+        (add.getLhs() != carry && add.getRhs() != carry))
+      continue;
+    Value sum = add.getLhs() == carry ? add.getRhs() : add.getLhs();
+    SmallVector<Value> terms;
+    SmallVector<AddOp> inner;
+    collectTerms(sum, body, terms, inner);
+    if (inner.empty())
+      continue;
+    OpBuilder b(add);
+    Value acc = carry;
+    for (Value term : terms)
+      acc = AddOp::create(b, add.getLoc(), acc, term);
+    add.getResult().replaceAllUsesWith(acc);
+    add.erase();
+    for (AddOp dead : inner)
+      dead.erase();
+  }
   for (AddOp add : llvm::make_early_inc_range(body.getOps<AddOp>())) {
     if (!add->hasOneUse() || *add->getUsers().begin() != yield.getOperation())
       continue;

@@ -59,7 +59,9 @@ RepeatOp appendStackedOperands(RepeatOp repeat, mlir::ValueRange extra,
 /// gradients) is computed by the inner loop instead: it reads the carry as
 /// one more stacked operand and yields each slice plus its contribution,
 /// so the micro-batch's gradients are no tensor of their own and the code
-/// generator writes the sum into the accumulator.
+/// generator writes the sum into the accumulator. An accumulator plus a sum
+/// (`carry + (x + y)`, a tied parameter's gradients) becomes a chain,
+/// `(carry + x) + y`, whose terms the code generator adds in place.
 void foldAccumulations(RepeatOp loop);
 
 /// a + b, where a null `a` stands for zero.

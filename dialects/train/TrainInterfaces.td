@@ -107,6 +107,17 @@ def Train_KernelOpInterface : OpInterface<"KernelOpInterface"> {
         the operand's position and the operand count.
       }],
       "bool", "isKernelCalledPerOperand", (ins), [{}], [{ return false; }]>,
+    InterfaceMethod<[{
+        The results (by number) that the kernel's accumulating entry
+        `loomrt_<mnemonic>_accumulate` adds its values to (out += value,
+        the other results written as usual); none when it has no such
+        entry. The code generator calls it where an in-place accumulation
+        adds those results to an accumulator that nothing else reads in
+        between (analysis::accumulatedBy): Megatron-LM's fused gradient
+        accumulation, with no tensor for the contribution.
+      }],
+      "::llvm::SmallVector<unsigned>", "getAccumulatingResults", (ins), [{}],
+      [{ return {}; }]>,
   ];
 }
 

@@ -509,6 +509,8 @@ LogicalResult MatmulOp::buildBackward(OpBuilder &b, ArrayRef<Value> g,
   return success();
 }
 
+SmallVector<unsigned> MatmulOp::getAccumulatingResults() { return {0}; }
+
 int64_t MatmulOp::getFlops() {
   RankedTensorType result = tensorOf(getResult());
   RankedTensorType lhs = tensorOf(getLhs());
@@ -607,6 +609,8 @@ LogicalResult BroadcastOp::buildBackward(OpBuilder &b, ArrayRef<Value> g,
   return success();
 }
 
+SmallVector<unsigned> SumToOp::getAccumulatingResults() { return {0}; }
+
 LogicalResult SumToOp::verify() {
   RankedTensorType input = tensorOf(getInput()), result = tensorOf(getResult());
   if (input.getElementType() != result.getElementType())
@@ -691,6 +695,8 @@ LogicalResult LayerNormOp::buildBackward(OpBuilder &b, ArrayRef<Value> g,
 
 int64_t LayerNormOp::getFlops() { return 8 * numElements(getResult()); }
 
+SmallVector<unsigned> LayerNormGradOp::getAccumulatingResults() { return {1, 2}; }
+
 LogicalResult LayerNormGradOp::verify() {
   return checkNormGain(getLoc(), getOperationName(), getInput(), getGamma());
 }
@@ -709,6 +715,8 @@ LogicalResult RmsNormOp::buildBackward(OpBuilder &b, ArrayRef<Value> g,
 }
 
 int64_t RmsNormOp::getFlops() { return 5 * numElements(getResult()); }
+
+SmallVector<unsigned> RmsNormGradOp::getAccumulatingResults() { return {1}; }
 
 LogicalResult RmsNormGradOp::verify() {
   return checkNormGain(getLoc(), getOperationName(), getInput(), getGamma());
@@ -815,6 +823,8 @@ int64_t EmbeddingOp::getBytesRead() {
   return loom::saturatingAdd(detail::defaultBytesWritten(getOperation()),
                              loom::tensorBytes(getIds().getType()));
 }
+
+SmallVector<unsigned> EmbeddingGradOp::getAccumulatingResults() { return {0}; }
 
 LogicalResult EmbeddingGradOp::verify() {
   RankedTensorType result = tensorOf(getResult()), grad = tensorOf(getGrad());

@@ -291,7 +291,8 @@ def Train_YieldOp : Train_Op<"yield", [Terminator, HasParent<"RepeatOp">,
 
 def Train_MatmulOp : Train_ComputeOp<"matmul", [
     DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
-    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getMatmulFlops"]>]> {
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops", "getMatmulFlops"]>],
+    DeclareOpInterfaceMethods<Train_KernelOpInterface, ["getAccumulatingResults"]>> {
   let summary = "(batched) matrix product with optional transposes";
   let description = [{
     `lhs` is [..., M, K] (or [..., K, M] with `transpose_lhs`), `rhs` is
@@ -379,7 +380,7 @@ def Train_BroadcastOp : Train_Op<"broadcast", [Pure, Train_KernelOpInterface,
   let hasVerifier = 1;
 }
 
-def Train_SumToOp : Train_Op<"sum_to", [Pure, Train_KernelOpInterface, Train_CostOpInterface]> {
+def Train_SumToOp : Train_Op<"sum_to", [Pure, DeclareOpInterfaceMethods<Train_KernelOpInterface, ["getAccumulatingResults"]>, Train_CostOpInterface]> {
   let summary = "sum a broadcast result back to an operand's shape";
   let description = [{
     The inverse of numpy broadcasting, used by the backward rules of the
@@ -447,7 +448,7 @@ def Train_LayerNormOp : Train_TypedOp<"layer_norm", [
 
 def Train_LayerNormGradOp : Train_TypedOp<"layer_norm_grad", [
     AllTypesMatch<["input", "grad", "input_grad"]>, AllTypesMatch<["gamma", "gamma_grad", "beta_grad"]>,
-    Train_CostOpInterface]> {
+    Train_CostOpInterface], DeclareOpInterfaceMethods<Train_KernelOpInterface, ["getAccumulatingResults"]>> {
   let summary = "backward of `train.layer_norm`: input, gamma and beta gradients";
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
                        Train_FloatTensor:$grad,
@@ -476,7 +477,7 @@ def Train_RmsNormOp : Train_TypedOp<"rms_norm", [
 
 def Train_RmsNormGradOp : Train_TypedOp<"rms_norm_grad", [
     AllTypesMatch<["input", "grad", "input_grad"]>, AllTypesMatch<["gamma", "gamma_grad"]>,
-    Train_CostOpInterface]> {
+    Train_CostOpInterface], DeclareOpInterfaceMethods<Train_KernelOpInterface, ["getAccumulatingResults"]>> {
   let summary = "backward of `train.rms_norm`: input and gamma gradients";
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
                        Train_FloatTensor:$grad,
@@ -556,7 +557,7 @@ def Train_EmbeddingOp : Train_ComputeOp<"embedding", [
   let assemblyFormat = "$table `,` $ids attr-dict `:` type($table) `,` type($ids)";
 }
 
-def Train_EmbeddingGradOp : Train_Op<"embedding_grad", [Pure, Train_KernelOpInterface,
+def Train_EmbeddingGradOp : Train_Op<"embedding_grad", [Pure, DeclareOpInterfaceMethods<Train_KernelOpInterface, ["getAccumulatingResults"]>,
     Train_CostOpInterface]> {
   let summary = "backward of `train.embedding`: rows scattered and summed";
   let arguments = (ins Train_IndexTensor:$ids, Train_FloatTensor:$grad);

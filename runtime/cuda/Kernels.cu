@@ -318,8 +318,10 @@ ReducePlan makePlan(const Shape &in, const std::vector<bool> &isReduced) {
   return p;
 }
 
-/// One block per output element. kind: 0 sum, 1 mean, 2 max.
-__global__ void reduceKernel(float *y, const float *x, ReducePlan p, int kind) {
+/// One block per output element. kind: 0 sum, 1 mean, 2 max; with
+/// `accumulate` the (f32-rounded) result is added to y.
+__global__ void reduceKernel(float *y, const float *x, ReducePlan p, int kind,
+                             bool accumulate) {
   for (int64_t o = blockIdx.x; o < p.outputs; o += gridDim.x) {
     int64_t base, unused;
     offsets(p.kept, o, base, unused);
@@ -331,15 +333,18 @@ __global__ void reduceKernel(float *y, const float *x, ReducePlan p, int kind) {
       acc = kind == 2 ? fmax(acc, v) : acc + v;
     }
     acc = kind == 2 ? blockMax(acc) : blockSum(acc);
-    if (threadIdx.x == 0)
-      y[o] = float(kind == 1 ? acc / double(p.terms) : acc);
+    if (threadIdx.x == 0) {
+      float r = float(kind == 1 ? acc / double(p.terms) : acc);
+      y[o] = accumulate ? y[o] + r : r;
+    }
   }
 }
 
 void reduceWith(loomrt_ctx *ctx, float *out, const float *in, const Shape &s,
-                const std::vector<bool> &isReduced, int kind) {
+                const std::vector<bool> &isReduced, int kind,
+                bool accumulate = false) {
   ReducePlan p = makePlan(s, isReduced);
-  LAUNCH(reduceKernel, p.outputs, kRowThreads, out, in, p, kind);
+  LAUNCH(reduceKernel, p.outputs, kRowThreads, out, in, p, kind, accumulate);
 }
 
 __global__ void reduceMaxGradKernel(float *y, const float *x, const float *m,
@@ -447,7 +452,7 @@ __global__ void layerNormGradKernel(float *dx, float *stats, const float *x,
 /// xhat = (x - mean) * scale.
 __global__ void normParamGradKernel(float *dg, float *db, const float *x,
                                     const float *dy, const float *stats,
-                                    int64_t rows, int64_t w) {
+                                    int64_t rows, int64_t w, bool accumulate) {
   GRID_LOOP(j, w) {
     double sg = 0.0, sb = 0.0;
     for (int64_t r = 0; r < rows; ++r) {
@@ -455,9 +460,9 @@ __global__ void normParamGradKernel(float *dg, float *db, const float *x,
       sg += double(dy[r * w + j]) * xhat;
       sb += dy[r * w + j];
     }
-    dg[j] = float(sg);
+    dg[j] = accumulate ? dg[j] + float(sg) : float(sg);
     if (db)
-      db[j] = float(sb);
+      db[j] = accumulate ? db[j] + float(sb) : float(sb);
   }
 }
 
@@ -757,21 +762,36 @@ void loomrt_fill(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
   LAUNCH(fillKernel, blocksFor(n), kThreads, F(dst), n, float(value));
 }
 
-void loomrt_matmul(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *lhs,
-                   loomrt_buf *rhs, int64_t so, int64_t sl, int64_t sr,
-                   int32_t ta, int32_t tb) {
+namespace {
+/// out = lhs x rhs, or out += lhs x rhs with `accumulate` (beta = 1).
+void matmul(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs,
+            int64_t so, int64_t sl, int64_t sr, int32_t ta, int32_t tb,
+            bool accumulate) {
+  float beta = accumulate ? 1.0f : 0.0f;
   Shape o = shapeOf(ctx, so), l = shapeOf(ctx, sl), r = shapeOf(ctx, sr);
   int64_t m = o[o.rank - 2], n = o[o.rank - 1];
   int64_t k = ta ? l[l.rank - 2] : l[l.rank - 1];
   int64_t batch = o.numel() / std::max<int64_t>(m * n, 1);
   bool sharedRhs = r.rank == 2;
   if (sharedRhs && !ta) {
-    gemm(ctx, false, tb, batch * m, n, k, 1.0f, F(lhs), 0, F(rhs), 0, 0.0f,
+    gemm(ctx, false, tb, batch * m, n, k, 1.0f, F(lhs), 0, F(rhs), 0, beta,
          F(out), 0, 1);
     return;
   }
   gemm(ctx, ta, tb, m, n, k, 1.0f, F(lhs), m * k, F(rhs),
-       sharedRhs ? 0 : k * n, 0.0f, F(out), m * n, batch);
+       sharedRhs ? 0 : k * n, beta, F(out), m * n, batch);
+}
+} // namespace
+
+void loomrt_matmul(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *lhs,
+                   loomrt_buf *rhs, int64_t so, int64_t sl, int64_t sr,
+                   int32_t ta, int32_t tb) {
+  matmul(ctx, out, lhs, rhs, so, sl, sr, ta, tb, false);
+}
+void loomrt_matmul_accumulate(loomrt_ctx *ctx, loomrt_buf *out,
+                              loomrt_buf *lhs, loomrt_buf *rhs, int64_t so,
+                              int64_t sl, int64_t sr, int32_t ta, int32_t tb) {
+  matmul(ctx, out, lhs, rhs, so, sl, sr, ta, tb, true);
 }
 
 void loomrt_add(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *a, loomrt_buf *b,
@@ -846,15 +866,26 @@ void loomrt_broadcast(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
          makeIndex(o, strides));
 }
 
-void loomrt_sum_to(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
-                   int64_t so, int64_t si) {
+namespace {
+void sumTo(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in, int64_t so,
+           int64_t si, bool accumulate) {
   Shape o = shapeOf(ctx, so), s = shapeOf(ctx, si);
   // The dimensions `out` does not have, or has as 1 where `in` does not.
   int64_t offset = s.rank - o.rank;
   std::vector<bool> isReduced(s.rank, false);
   for (int64_t d = 0; d < s.rank; ++d)
     isReduced[d] = d < offset || (o[d - offset] == 1 && s[d] != 1);
-  reduceWith(ctx, F(out), F(in), s, isReduced, 0);
+  reduceWith(ctx, F(out), F(in), s, isReduced, 0, accumulate);
+}
+} // namespace
+
+void loomrt_sum_to(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
+                   int64_t so, int64_t si) {
+  sumTo(ctx, out, in, so, si, false);
+}
+void loomrt_sum_to_accumulate(loomrt_ctx *ctx, loomrt_buf *out,
+                              loomrt_buf *in, int64_t so, int64_t si) {
+  sumTo(ctx, out, in, so, si, true);
 }
 
 void loomrt_reduce_max_grad(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
@@ -896,17 +927,34 @@ void loomrt_layer_norm(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
          rows, w, epsilon);
 }
 
-void loomrt_layer_norm_grad(loomrt_ctx *ctx, loomrt_buf *dx,
-                            loomrt_buf *dgamma, loomrt_buf *dbeta,
-                            loomrt_buf *in, loomrt_buf *gamma,
-                            loomrt_buf *grad, int64_t sdx, int64_t, int64_t,
-                            int64_t, int64_t, int64_t, double epsilon) {
+namespace {
+void layerNormGrad(loomrt_ctx *ctx, loomrt_buf *dx, loomrt_buf *dgamma,
+                   loomrt_buf *dbeta, loomrt_buf *in, loomrt_buf *gamma,
+                   loomrt_buf *grad, int64_t sdx, double epsilon,
+                   bool accumulate) {
   auto [rows, w] = rowsOf(shapeOf(ctx, sdx));
   Scratch stats(ctx, rows * 2 * 4);
   LAUNCH(layerNormGradKernel, rows, kRowThreads, F(dx), stats.as<float>(),
          F(in), F(gamma), F(grad), rows, w, epsilon);
   LAUNCH(normParamGradKernel, blocksFor(w), kThreads, F(dgamma), F(dbeta),
-         F(in), F(grad), stats.as<float>(), rows, w);
+         F(in), F(grad), stats.as<float>(), rows, w, accumulate);
+}
+} // namespace
+
+void loomrt_layer_norm_grad(loomrt_ctx *ctx, loomrt_buf *dx,
+                            loomrt_buf *dgamma, loomrt_buf *dbeta,
+                            loomrt_buf *in, loomrt_buf *gamma,
+                            loomrt_buf *grad, int64_t sdx, int64_t, int64_t,
+                            int64_t, int64_t, int64_t, double epsilon) {
+  layerNormGrad(ctx, dx, dgamma, dbeta, in, gamma, grad, sdx, epsilon, false);
+}
+void loomrt_layer_norm_grad_accumulate(loomrt_ctx *ctx, loomrt_buf *dx,
+                                       loomrt_buf *dgamma, loomrt_buf *dbeta,
+                                       loomrt_buf *in, loomrt_buf *gamma,
+                                       loomrt_buf *grad, int64_t sdx, int64_t,
+                                       int64_t, int64_t, int64_t, int64_t,
+                                       double epsilon) {
+  layerNormGrad(ctx, dx, dgamma, dbeta, in, gamma, grad, sdx, epsilon, true);
 }
 
 void loomrt_rms_norm(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
@@ -917,17 +965,32 @@ void loomrt_rms_norm(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
          epsilon);
 }
 
-void loomrt_rms_norm_grad(loomrt_ctx *ctx, loomrt_buf *dx, loomrt_buf *dgamma,
-                          loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad,
-                          int64_t sdx, int64_t, int64_t, int64_t, int64_t,
-                          double epsilon) {
+namespace {
+void rmsNormGrad(loomrt_ctx *ctx, loomrt_buf *dx, loomrt_buf *dgamma,
+                 loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad,
+                 int64_t sdx, double epsilon, bool accumulate) {
   auto [rows, w] = rowsOf(shapeOf(ctx, sdx));
   Scratch stats(ctx, rows * 2 * 4);
   LAUNCH(rmsNormGradKernel, rows, kRowThreads, F(dx), stats.as<float>(),
          F(in), F(gamma), F(grad), rows, w, epsilon);
   LAUNCH(normParamGradKernel, blocksFor(w), kThreads, F(dgamma),
          static_cast<float *>(nullptr), F(in), F(grad), stats.as<float>(),
-         rows, w);
+         rows, w, accumulate);
+}
+} // namespace
+
+void loomrt_rms_norm_grad(loomrt_ctx *ctx, loomrt_buf *dx, loomrt_buf *dgamma,
+                          loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad,
+                          int64_t sdx, int64_t, int64_t, int64_t, int64_t,
+                          double epsilon) {
+  rmsNormGrad(ctx, dx, dgamma, in, gamma, grad, sdx, epsilon, false);
+}
+void loomrt_rms_norm_grad_accumulate(loomrt_ctx *ctx, loomrt_buf *dx,
+                                     loomrt_buf *dgamma, loomrt_buf *in,
+                                     loomrt_buf *gamma, loomrt_buf *grad,
+                                     int64_t sdx, int64_t, int64_t, int64_t,
+                                     int64_t, double epsilon) {
+  rmsNormGrad(ctx, dx, dgamma, in, gamma, grad, sdx, epsilon, true);
 }
 
 void loomrt_attention(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *q,
@@ -980,15 +1043,31 @@ void loomrt_embedding(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *table,
          I(ids), n, dim, vocab, errorsOf(ctx));
 }
 
+namespace {
+/// The rows scattered and added: over zeros, or with `accumulate` over
+/// what `out` holds.
+void embeddingGrad(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *ids,
+                   loomrt_buf *grad, int64_t so, int64_t sids,
+                   bool accumulate) {
+  Shape o = shapeOf(ctx, so);
+  int64_t vocab = o[0], dim = o[1], n = shapeOf(ctx, sids).numel();
+  if (!accumulate)
+    LOOMRT_CUDA(cudaMemsetAsync(out, 0, size_t(o.numel() * 4),
+                                computeStream(ctx)));
+  LAUNCH(embeddingGradKernel, blocksFor(n * dim), kThreads, F(out), I(ids),
+         F(grad), n, dim, vocab, errorsOf(ctx));
+}
+} // namespace
+
 void loomrt_embedding_grad(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *ids,
                            loomrt_buf *grad, int64_t so, int64_t sids,
                            int64_t) {
-  Shape o = shapeOf(ctx, so);
-  int64_t vocab = o[0], dim = o[1], n = shapeOf(ctx, sids).numel();
-  LOOMRT_CUDA(cudaMemsetAsync(out, 0, size_t(o.numel() * 4),
-                              computeStream(ctx)));
-  LAUNCH(embeddingGradKernel, blocksFor(n * dim), kThreads, F(out), I(ids),
-         F(grad), n, dim, vocab, errorsOf(ctx));
+  embeddingGrad(ctx, out, ids, grad, so, sids, false);
+}
+void loomrt_embedding_grad_accumulate(loomrt_ctx *ctx, loomrt_buf *out,
+                                      loomrt_buf *ids, loomrt_buf *grad,
+                                      int64_t so, int64_t sids, int64_t) {
+  embeddingGrad(ctx, out, ids, grad, so, sids, true);
 }
 
 void loomrt_cross_entropy(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *logits,

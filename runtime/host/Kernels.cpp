@@ -138,6 +138,12 @@ inline float fastTanh(float x) { return 1.0f - 2.0f / (vexp(2.0f * x) + 1.0f); }
 
 float sigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
 
+/// A sum kept in double stored to f32: written, or with `accumulate` added
+/// to what is there (the bits train.add gives the rounded sum).
+float store(float old, double sum, bool accumulate) {
+  return accumulate ? old + float(sum) : float(sum);
+}
+
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
           const float *a, const float *b, float beta, float *c) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
@@ -168,9 +174,12 @@ std::vector<int64_t> reductionMap(const Shape &in,
 
 extern "C" {
 
-void loomrt_matmul(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *lhs,
-                   loomrt_buf *rhs, int64_t so, int64_t sl, int64_t sr,
-                   int32_t ta, int32_t tb) {
+namespace {
+/// out = lhs x rhs, or out += lhs x rhs with `accumulate` (beta = 1).
+void matmul(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs,
+            int64_t so, int64_t sl, int64_t sr, int32_t ta, int32_t tb,
+            bool accumulate) {
+  float beta = accumulate ? 1.0f : 0.0f;
   Shape o = shapeOf(ctx, so), l = shapeOf(ctx, sl), r = shapeOf(ctx, sr);
   int64_t m = o[o.rank - 2], n = o[o.rank - 1];
   int64_t k = ta ? l[l.rank - 2] : l[l.rank - 1];
@@ -179,12 +188,24 @@ void loomrt_matmul(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *lhs,
   float *c = F(out);
   bool sharedRhs = r.rank == 2;
   if (sharedRhs && !ta) {
-    gemm(false, tb, batch * m, n, k, 1.0f, a, b, 0.0f, c);
+    gemm(false, tb, batch * m, n, k, 1.0f, a, b, beta, c);
     return;
   }
   for (int64_t i = 0; i < batch; ++i)
     gemm(ta, tb, m, n, k, 1.0f, a + i * m * k, sharedRhs ? b : b + i * k * n,
-         0.0f, c + i * m * n);
+         beta, c + i * m * n);
+}
+} // namespace
+
+void loomrt_matmul(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *lhs,
+                   loomrt_buf *rhs, int64_t so, int64_t sl, int64_t sr,
+                   int32_t ta, int32_t tb) {
+  matmul(ctx, out, lhs, rhs, so, sl, sr, ta, tb, false);
+}
+void loomrt_matmul_accumulate(loomrt_ctx *ctx, loomrt_buf *out,
+                              loomrt_buf *lhs, loomrt_buf *rhs, int64_t so,
+                              int64_t sl, int64_t sr, int32_t ta, int32_t tb) {
+  matmul(ctx, out, lhs, rhs, so, sl, sr, ta, tb, true);
 }
 
 void loomrt_add(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *a, loomrt_buf *b,
@@ -310,8 +331,11 @@ void loomrt_broadcast(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
                    [&](int64_t i, int64_t ix, int64_t) { y[i] = x[ix]; });
 }
 
-void loomrt_sum_to(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
-                   int64_t si) {
+namespace {
+/// The sums, written to `out` or, with `accumulate`, added to it (each
+/// rounded to f32 first: the bits of a sum added by train.add).
+void sumTo(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
+           int64_t si, bool accumulate) {
   Shape o = shapeOf(c, so), s = shapeOf(c, si);
   std::vector<double> acc(o.numel(), 0.0);
   const float *x = F(in);
@@ -320,7 +344,7 @@ void loomrt_sum_to(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
       for (int64_t j = 0; j < inner; ++j)
         acc[j] += x[i + j];
     for (int64_t j = 0; j < inner; ++j)
-      F(out)[j] = float(acc[j]);
+      F(out)[j] = store(F(out)[j], acc[j], accumulate);
     return;
   }
   std::vector<int64_t> strides = broadcastStrides(o, s), zero(s.rank, 0);
@@ -328,7 +352,17 @@ void loomrt_sum_to(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
                    [&](int64_t i, int64_t io, int64_t) { acc[io] += x[i]; });
   float *y = F(out);
   for (size_t i = 0; i < acc.size(); ++i)
-    y[i] = float(acc[i]);
+    y[i] = store(y[i], acc[i], accumulate);
+}
+} // namespace
+
+void loomrt_sum_to(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
+                   int64_t si) {
+  sumTo(c, out, in, so, si, false);
+}
+void loomrt_sum_to_accumulate(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
+                              int64_t so, int64_t si) {
+  sumTo(c, out, in, so, si, true);
 }
 
 void loomrt_reduce_max_grad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
@@ -397,11 +431,11 @@ void loomrt_layer_norm(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
   }
 }
 
-void loomrt_layer_norm_grad(loomrt_ctx *c, loomrt_buf *dx, loomrt_buf *dgamma,
-                            loomrt_buf *dbeta, loomrt_buf *in,
-                            loomrt_buf *gamma, loomrt_buf *grad, int64_t sdx,
-                            int64_t, int64_t, int64_t, int64_t, int64_t,
-                            double epsilon) {
+namespace {
+void layerNormGrad(loomrt_ctx *c, loomrt_buf *dx, loomrt_buf *dgamma,
+                   loomrt_buf *dbeta, loomrt_buf *in, loomrt_buf *gamma,
+                   loomrt_buf *grad, int64_t sdx, double epsilon,
+                   bool accumulate) {
   auto [rows, w] = rowsOf(shapeOf(c, sdx));
   const float *x = F(in), *g = F(gamma), *dy = F(grad);
   std::vector<double> dg(w, 0.0), db(w, 0.0);
@@ -431,9 +465,26 @@ void loomrt_layer_norm_grad(loomrt_ctx *c, loomrt_buf *dx, loomrt_buf *dgamma,
       F(dx)[r * w + j] = float(rstd * (dxhat[j] - meanD - xhat[j] * meanDX));
   }
   for (int64_t j = 0; j < w; ++j) {
-    F(dgamma)[j] = float(dg[j]);
-    F(dbeta)[j] = float(db[j]);
+    F(dgamma)[j] = store(F(dgamma)[j], dg[j], accumulate);
+    F(dbeta)[j] = store(F(dbeta)[j], db[j], accumulate);
   }
+}
+} // namespace
+
+void loomrt_layer_norm_grad(loomrt_ctx *c, loomrt_buf *dx, loomrt_buf *dgamma,
+                            loomrt_buf *dbeta, loomrt_buf *in,
+                            loomrt_buf *gamma, loomrt_buf *grad, int64_t sdx,
+                            int64_t, int64_t, int64_t, int64_t, int64_t,
+                            double epsilon) {
+  layerNormGrad(c, dx, dgamma, dbeta, in, gamma, grad, sdx, epsilon, false);
+}
+void loomrt_layer_norm_grad_accumulate(loomrt_ctx *c, loomrt_buf *dx,
+                                       loomrt_buf *dgamma, loomrt_buf *dbeta,
+                                       loomrt_buf *in, loomrt_buf *gamma,
+                                       loomrt_buf *grad, int64_t sdx, int64_t,
+                                       int64_t, int64_t, int64_t, int64_t,
+                                       double epsilon) {
+  layerNormGrad(c, dx, dgamma, dbeta, in, gamma, grad, sdx, epsilon, true);
 }
 
 void loomrt_rms_norm(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
@@ -452,10 +503,10 @@ void loomrt_rms_norm(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
   }
 }
 
-void loomrt_rms_norm_grad(loomrt_ctx *c, loomrt_buf *dx, loomrt_buf *dgamma,
-                          loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad,
-                          int64_t sdx, int64_t, int64_t, int64_t, int64_t,
-                          double epsilon) {
+namespace {
+void rmsNormGrad(loomrt_ctx *c, loomrt_buf *dx, loomrt_buf *dgamma,
+                 loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad,
+                 int64_t sdx, double epsilon, bool accumulate) {
   auto [rows, w] = rowsOf(shapeOf(c, sdx));
   const float *x = F(in), *g = F(gamma), *dy = F(grad);
   std::vector<double> dg(w, 0.0);
@@ -476,7 +527,22 @@ void loomrt_rms_norm_grad(loomrt_ctx *c, loomrt_buf *dx, loomrt_buf *dgamma,
           float(inv * (dy[r * w + j] * g[j] - x[r * w + j] * inv * meanDX));
   }
   for (int64_t j = 0; j < w; ++j)
-    F(dgamma)[j] = float(dg[j]);
+    F(dgamma)[j] = store(F(dgamma)[j], dg[j], accumulate);
+}
+} // namespace
+
+void loomrt_rms_norm_grad(loomrt_ctx *c, loomrt_buf *dx, loomrt_buf *dgamma,
+                          loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad,
+                          int64_t sdx, int64_t, int64_t, int64_t, int64_t,
+                          double epsilon) {
+  rmsNormGrad(c, dx, dgamma, in, gamma, grad, sdx, epsilon, false);
+}
+void loomrt_rms_norm_grad_accumulate(loomrt_ctx *c, loomrt_buf *dx,
+                                     loomrt_buf *dgamma, loomrt_buf *in,
+                                     loomrt_buf *gamma, loomrt_buf *grad,
+                                     int64_t sdx, int64_t, int64_t, int64_t,
+                                     int64_t, double epsilon) {
+  rmsNormGrad(c, dx, dgamma, in, gamma, grad, sdx, epsilon, true);
 }
 
 namespace {
@@ -574,12 +640,16 @@ void loomrt_embedding(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *table,
   }
 }
 
-void loomrt_embedding_grad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *ids,
-                           loomrt_buf *grad, int64_t so, int64_t sids,
-                           int64_t) {
+namespace {
+/// Each id's row of `out` gets its rows of `grad` added, over zeros or,
+/// with `accumulate`, over what `out` holds.
+void embeddingGrad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *ids,
+                   loomrt_buf *grad, int64_t so, int64_t sids,
+                   bool accumulate) {
   Shape o = shapeOf(c, so);
   int64_t vocab = o[0], dim = o[1], n = shapeOf(c, sids).numel();
-  std::memset(out, 0, o.numel() * sizeof(float));
+  if (!accumulate)
+    std::memset(out, 0, o.numel() * sizeof(float));
   for (int64_t i = 0; i < n; ++i) {
     int32_t id = I(ids)[i];
     if (id < 0 || id >= vocab)
@@ -590,6 +660,18 @@ void loomrt_embedding_grad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *ids,
     for (int64_t j = 0; j < dim; ++j)
       row[j] += g[j];
   }
+}
+} // namespace
+
+void loomrt_embedding_grad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *ids,
+                           loomrt_buf *grad, int64_t so, int64_t sids,
+                           int64_t) {
+  embeddingGrad(c, out, ids, grad, so, sids, false);
+}
+void loomrt_embedding_grad_accumulate(loomrt_ctx *c, loomrt_buf *out,
+                                      loomrt_buf *ids, loomrt_buf *grad,
+                                      int64_t so, int64_t sids, int64_t) {
+  embeddingGrad(c, out, ids, grad, so, sids, true);
 }
 
 namespace {

@@ -380,6 +380,21 @@ void loomrt_adamw_update(loomrt_ctx *, loomrt_buf *new_param, loomrt_buf *new_m,
                          int64_t, int64_t, int64_t, double beta1, double beta2, double eps,
                          double config_weight_decay, double weight_decay);
 
+/* Accumulating entries: the arguments of the op's kernel; the results its
+ * getAccumulatingResults names (matmul's, sum_to's, embedding_grad's, the
+ * norms' gamma and beta gradients) get the values added to what they hold
+ * (a gradient accumulator) instead of written. */
+void loomrt_matmul_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t,
+                              int32_t transpose_lhs, int32_t transpose_rhs);
+void loomrt_sum_to_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_layer_norm_grad_accumulate(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *dgamma, loomrt_buf *dbeta, loomrt_buf *in,
+                                       loomrt_buf *gamma, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                                       double epsilon);
+void loomrt_rms_norm_grad_accumulate(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *dgamma, loomrt_buf *in, loomrt_buf *gamma,
+                                     loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_embedding_grad_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *ids, loomrt_buf *grad, int64_t, int64_t,
+                                      int64_t);
+
 #ifdef __cplusplus
 }
 #endif
