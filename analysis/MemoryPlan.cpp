@@ -456,6 +456,11 @@ struct Planner {
         for (Value r : op.getResults()) {
           if (!isa<RankedTensorType>(r.getType()) || persistent.count(r))
             continue;
+          // What it writes into an accumulator is that accumulator's (the
+          // other stage's gradients, not this rank's zeros).
+          if (accumulatesInto(r) || updatedInPlace(r) || addsIntoSlice(r) ||
+              accumulatedBy(r))
+            continue;
           int64_t last = lastUse(r, at);
           if (last == at && !llvm::any_of(r.getUsers(), [&](Operation *u) {
                 Operation *anc = block.findAncestorOpInBlock(*u);

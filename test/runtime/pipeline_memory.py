@@ -14,6 +14,9 @@ one rank, pp = 2 and pp = 4:
   model states;
 - the report's model states for each pipeline rank are 16 bytes per own
   parameter (the gradient counted too): exactly;
+- a stage's activations grow with its in-flight micro-batches by their
+  layers' saved inputs (GPipe against 1F1B on rank 0, exactly), and no
+  rank's reach twice the single rank's;
 - the process's resident high-water mark (getrusage, independent of the
   allocator) of each pipeline rank lies below the single rank's by at
   least 95% of the 12 bytes per parameter it does not hold, less what its
@@ -64,11 +67,13 @@ with open(model) as f:
 check("the model's parameters", declared == TOTAL, f"{declared} declared, {TOTAL} from the shapes")
 
 
-def run(name, pp):
+def run(name, pp, schedule=None):
     exe = os.path.join(work, name)
     phases = os.path.join(work, name + "-phases")
     report = os.path.join(work, name + ".json")
     mesh = ["--mesh", f"pp={pp}"] if pp > 1 else []
+    if schedule:
+        mesh.append(f"--schedule={schedule}")
     r = subprocess.run([args.loomc, model, *mesh, f"--micro-batches={M}", "-o", exe,
                         "--dump-phases", phases, "--report-json", report],
                        capture_output=True, text=True)
@@ -89,6 +94,11 @@ def run(name, pp):
     with open(report) as f:
         memory = json.load(f)["memory_per_rank_bytes"]
     return rows, program, memory
+
+
+def report_of(name):
+    with open(os.path.join(work, name + ".json")) as f:
+        return json.load(f)
 
 
 def own_parameters(program, pp):
@@ -142,5 +152,32 @@ for pp in (2, 4):
         check(f"pp={pp} rank {rank}: resident high-water below one rank's", saved >= floor,
               f"{saved / 1e6:.1f} MB less, at least {floor / 1e6:.1f} MB "
               f"(the arena {grown / 1e6:.1f} MB larger)")
+
+# Activations: a stage keeps each in-flight micro-batch's layer inputs (full
+# recomputation), b x s x h floats per layer; GPipe holds all M on stage
+# 0 and 1F1B P, so on rank 0 of pp = 2 they differ by exactly (M - 2)
+# micro-batches of its layers' inputs. No rank's activations reach twice
+# the single rank's (a rank once held the other stage's per-micro-batch
+# gradients for zeros: 15 MB here, eight times the single rank's).
+single_activations = report_of("one")["memory_per_rank_bytes"]["activations_peak"]
+run("pp2-gpipe", 2, "gpipe")
+saved = {}
+for name in ("pp2", "pp2-gpipe", "pp4"):
+    r = report_of(name)
+    rows = r["memory_per_rank_bytes"]["per_pipeline_rank"]
+    in_flight = r["pipeline"]["peak_activations_per_rank"]
+    saved[name] = rows[0]["activations_peak"], in_flight[0]
+    for rank, row in enumerate(rows):
+        check(f"{name} rank {rank}: activations below twice the single rank's",
+              row["activations_peak"] < 2 * single_activations,
+              f"{row['activations_peak']} bytes, one rank {single_activations}, "
+              f"{in_flight[rank]} micro-batches in flight")
+layer_input = (B // M) * S * H * 4
+(gpipe, gpipe_flight), (ofb, ofb_flight) = saved["pp2-gpipe"], saved["pp2"]
+want = (gpipe_flight - ofb_flight) * (LAYERS // 2) * layer_input
+check("pp=2 rank 0: GPipe's activations above 1F1B's by the extra in-flight micro-batches' "
+      "layer inputs", gpipe - ofb == want,
+      f"{gpipe} - {ofb} = {gpipe - ofb}; ({gpipe_flight} - {ofb_flight}) x {LAYERS // 2} "
+      f"layers x {layer_input} = {want}")
 
 check.finish()
