@@ -345,6 +345,10 @@ struct Planner {
   PlanFaults faults;
   MemoryPlan plan;
   llvm::function_ref<bool(Operation *)> runsHere;
+  /// The loops a schedule's driver runs: it copies what a stage's op
+  /// yields in that stage's actions only, so another stage's value that
+  /// only their yield reads needs no bytes (no zeros) here.
+  DenseSet<Operation *> driven;
 
   bool here(Operation *op) { return !runsHere || runsHere(op); }
 
@@ -461,12 +465,14 @@ struct Planner {
           if (accumulatesInto(r) || updatedInPlace(r) || addsIntoSlice(r) ||
               accumulatedBy(r))
             continue;
-          int64_t last = lastUse(r, at);
-          if (last == at && !llvm::any_of(r.getUsers(), [&](Operation *u) {
+          bool drivenYield = driven.contains(block.getParentOp());
+          if (!llvm::any_of(r.getUsers(), [&](Operation *u) {
                 Operation *anc = block.findAncestorOpInBlock(*u);
-                return anc && here(anc);
+                return anc && here(anc) &&
+                       !(drivenYield && isa<YieldOp>(anc));
               }))
             continue;
+          int64_t last = lastUse(r, at);
           intervals.push_back(
               {alignUp(plannedBytes(r, plan.scheduled)), at, last, 0});
           intervalOf[r] = intervals.size() - 1;
@@ -510,6 +516,28 @@ struct Planner {
           continue;
         }
       }
+      // An all-reduce reduces its result in place (the runtime copies the
+      // operand there first), so a result takes the bytes of an operand
+      // that nothing reads after it: a gradient reduced over dp is not
+      // held twice. (An exchange between two members posts its operand,
+      // which must outlive the receive.)
+      if (isa<loom::dist::AllReduceStartOp, loom::dist::AllReduceOp>(op) &&
+          !inSpan && !faults.releaseInFlightAtStart) {
+        auto reduce = dyn_cast<loom::dist::AllReduceOp>(op);
+        if (!reduce || !reduce.getMembers())
+          for (auto [result, operand] :
+               llvm::zip(op.getResults(), op.getOperands())) {
+            auto p = intervalOf.find(rootOf(operand));
+            if (operand.getType() != result.getType() ||
+                persistent.count(result) || p == intervalOf.end() ||
+                intervals[p->second].last != at ||
+                llvm::count(op.getOperands(), operand) != 1)
+              continue;
+            root[result] = rootOf(operand);
+            intervals[p->second].last =
+                std::max(intervals[p->second].last, lastUse(result, at));
+          }
+      }
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         int64_t inner = alignUp(planBlock(repeat.getBodyBlock(),
                                           nestedOps(only, repeat.getBodyBlock())));
@@ -534,7 +562,8 @@ struct Planner {
             {inSpan ? scratch : intervals.size() - 1, innerValues});
       }
       for (Value r : op.getResults()) {
-        if (!isa<RankedTensorType>(r.getType()) || persistent.count(r))
+        if (!isa<RankedTensorType>(r.getType()) || persistent.count(r) ||
+            root.count(r))
           continue;
         // A loop's result that another stage's op makes and nothing here
         // reads (that stage's gradient accumulator, its saved activations)
@@ -614,6 +643,7 @@ MemoryPlan loom::analysis::planMemory(
   if (!llvm::all_of(together, [&](Operation *op) { return ops.contains(op); }))
     together.clear();
   planner.plan.scheduled = !together.empty();
+  planner.driven.insert(together.begin(), together.end());
   planner.plan.peakBytes = planner.planBlock(block, &ops, together);
   return std::move(planner.plan);
 }

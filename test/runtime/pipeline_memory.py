@@ -157,12 +157,19 @@ for pp in (2, 4):
 # recomputation), b x s x h floats per layer; GPipe holds all M on stage
 # 0 and 1F1B P, so on rank 0 of pp = 2 they differ by exactly (M - 2)
 # micro-batches of its layers' inputs. No rank's activations reach twice
-# the single rank's (a rank once held the other stage's per-micro-batch
-# gradients for zeros: 15 MB here, eight times the single rank's).
+# the single rank's (a rank once held the other stages' per-micro-batch
+# gradients and saved layer inputs for zeros: 15 MB here, eight times the
+# single rank's).
 single_activations = report_of("one")["memory_per_rank_bytes"]["activations_peak"]
 run("pp2-gpipe", 2, "gpipe")
+# With dp too (the report's plan only): the all-reduce of a stage's
+# gradients over dp runs in place, so no rank holds them twice (12.9 MB
+# here, which the bound below would see).
+subprocess.run([args.loomc, model, "--mesh", "pp=2,dp=2", f"--micro-batches={M}",
+                "--emit=cpp", "-o", os.path.join(work, "pp2dp2.cpp"), "--report-json",
+                os.path.join(work, "pp2dp2.json")], check=True, capture_output=True)
 saved = {}
-for name in ("pp2", "pp2-gpipe", "pp4"):
+for name in ("pp2", "pp2-gpipe", "pp4", "pp2dp2"):
     r = report_of(name)
     rows = r["memory_per_rank_bytes"]["per_pipeline_rank"]
     in_flight = r["pipeline"]["peak_activations_per_rank"]
