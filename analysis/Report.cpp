@@ -76,6 +76,29 @@ using loom::dist::AxisRole;
 using loom::dist::MeshAttr;
 
 /// The size of the axis of `role` (1 without a mesh or such an axis).
+/// Adds to `r` the FLOPs of the ops that backward loops in `block` run
+/// again (`train.recompute`), `times` over.
+static void addRecomputation(Block &block, int64_t times, bool backward,
+                             Report &r) {
+  auto *dialect = block.getParentOp()
+                      ->getContext()
+                      ->getLoadedDialect<loom::train::TrainDialect>();
+  for (Operation &op : block) {
+    if (auto repeat = dyn_cast<RepeatOp>(op)) {
+      addRecomputation(repeat.getBodyBlock(), times * repeat.getCount(),
+                       backward || repeat.getReverse(), r);
+      continue;
+    }
+    auto cost = dyn_cast<CostOpInterface>(op);
+    if (!backward || !cost ||
+        !dialect->getRecomputeAttrHelper().isAttrPresent(&op))
+      continue;
+    r.recomputeFlopsPerStep += times * cost.getFlops();
+    r.recomputeMatmulFlopsPerStep += times * cost.getMatmulFlops();
+    r.recomputeAttentionFlopsPerStep += times * cost.getAttentionFlops();
+  }
+}
+
 static int64_t axisSize(MeshAttr mesh, AxisRole role) {
   return mesh ? mesh.getSize(role) : 1;
 }
@@ -202,6 +225,7 @@ FailureOr<Report> loom::analysis::reportModel(ModelOp model,
           double(flops) / double(dp),
           double(bytes) / double(dp) / (bf16 ? 2.0 : 1.0));
   }
+  addRecomputation(body, 1, false, r);
   if (dp > 1) {
     StringRef dataAxis = config.mesh.getAxis(AxisRole::Data).getValue();
     CommLine grads{Collective::AllReduce, dataAxis.str(), dp,
@@ -515,6 +539,11 @@ llvm::json::Value Report::toJSON() const {
                          {"flops_per_step", flopsPerStep},
                          {"matmul_flops_per_step", matmulFlopsPerStep},
                          {"attention_flops_per_step", attentionFlopsPerStep},
+                         {"recompute_flops_per_step", recomputeFlopsPerStep},
+                         {"recompute_matmul_flops_per_step",
+                          recomputeMatmulFlopsPerStep},
+                         {"recompute_attention_flops_per_step",
+                          recomputeAttentionFlopsPerStep},
                          {"bytes_accessed_per_step", bytesAccessedPerStep},
                          {"tokens_per_step", tokensPerStep}};
   if (pipelineBubble)
@@ -630,7 +659,14 @@ void Report::print(llvm::raw_ostream &os) const {
      << llvm::format("    matmul %.4g, attention %.4g, other %.4g\n",
                      double(matmulFlopsPerStep), double(attentionFlopsPerStep),
                      double(flopsPerStep - matmulFlopsPerStep -
-                            attentionFlopsPerStep));
+                            attentionFlopsPerStep))
+     << llvm::format("    of which the backward's recomputation %.4g "
+                     "(matmul %.4g, attention %.4g, other %.4g)\n",
+                     double(recomputeFlopsPerStep),
+                     double(recomputeMatmulFlopsPerStep),
+                     double(recomputeAttentionFlopsPerStep),
+                     double(recomputeFlopsPerStep - recomputeMatmulFlopsPerStep -
+                            recomputeAttentionFlopsPerStep));
   auto seconds = [](double s) {
     char text[32];
     std::snprintf(text, sizeof(text), "%.4g", s);

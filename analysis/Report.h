@@ -85,6 +85,10 @@ struct Report {
   /// The parts of flopsPerStep that are matrix products and attention's
   /// products (CostOpInterface::getMatmulFlops, getAttentionFlops).
   int64_t matmulFlopsPerStep = 0, attentionFlopsPerStep = 0;
+  /// What the backward recomputes (ops of backward loop bodies marked
+  /// `train.recompute`, times their loops' counts), within the above.
+  int64_t recomputeFlopsPerStep = 0, recomputeMatmulFlopsPerStep = 0,
+          recomputeAttentionFlopsPerStep = 0;
   int64_t tokensPerStep = 0;
   /// The fp32 master copy of the parameters (bf16 mixed precision).
   int64_t masterBytes = 0;

@@ -79,8 +79,10 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
   Option<std::string> remat{
       *this, "remat",
       llvm::cl::desc("What the backward of each layer loop recomputes: "
-                     "full (each layer from its input) or none (nothing: "
-                     "the forward keeps what the backward reads)"),
+                     "full (each layer from its input), selective (the "
+                     "pointwise ops and norms from the saved matmul "
+                     "outputs) or none (nothing: the forward keeps what "
+                     "the backward reads)"),
       llvm::cl::init("full")};
   Option<std::string> schedule{
       *this, "schedule",

@@ -43,10 +43,16 @@ def DistRemat : Pass<"dist-remat", "::mlir::ModuleOp"> {
     recomputes the iteration before back-propagating through it. `none`:
     every forward repeat that chose nothing yet gets `residuals(0)`, so the
     forward keeps every value its backward reads (one slice per layer) and
-    the backward recomputes nothing, the fastest where memory allows. The
-    losses and parameters are the same bit for bit (recomputation runs the
-    same kernels on the same values). `selective` and `budget` are the
-    rematerialization issue's next steps and are refused by name.
+    the backward recomputes nothing, the fastest where memory allows.
+    `selective`: as `none`, but every op of the forward body other than the
+    matmuls and the attention is marked `train.recompute`, so the forward
+    keeps the matmuls' and attention's outputs and the backward recomputes
+    the pointwise functions, norms, softmax and data movement from them
+    (Megatron's selective recomputation recomputes attention's core; Loom's
+    fused attention already recomputes its scores in its backward). The
+    losses and parameters are the same bit for bit under every policy
+    (recomputation runs the same kernels on the same values). `budget` is
+    the rematerialization issue's next step and is refused by name.
 
     ```mlir
     // --dist-remat="policy=none"
@@ -55,7 +61,7 @@ def DistRemat : Pass<"dist-remat", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", "\"full\"",
-           "full or none">,
+           "full, selective or none">,
   ];
 }
 

@@ -4,7 +4,11 @@
 // writes the backward: `full` keeps each iteration's input and recomputes
 // the iteration (the backward rule of a `train.repeat` without
 // `residuals`); `none` asks every forward repeat for `residuals(0)`, so
-// that autodiff saves what the backward reads and recomputes nothing.
+// that autodiff saves what the backward reads and recomputes nothing;
+// `selective` does the same but marks every op of the body other than the
+// matmuls and the attention `train.recompute`, so that autodiff saves the
+// matmuls' and attention's outputs and the backward recomputes the
+// pointwise functions, norms, softmax and data movement from them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,13 +33,15 @@ struct DistRematPass : public loom::impl::DistRematBase<DistRematPass> {
   void runOnOperation() override {
     if (policy == "full")
       return;
-    if (policy != "none") {
+    if (policy != "none" && policy != "selective") {
       getOperation().emitError("dist-remat: unknown policy '")
           << policy
-          << "' (full or none; selective and budget are not available yet)";
+          << "' (full, selective or none; budget is not available yet)";
       return signalPassFailure();
     }
     Builder b(&getContext());
+    auto recompute =
+        getContext().getOrLoadDialect<TrainDialect>()->getRecomputeAttrHelper();
     getOperation().walk([&](RepeatOp repeat) {
       // A forward loop that chose nothing yet (a backward loop, or a
       // forward one autodiff has already prepared, keeps its form).
@@ -43,6 +49,15 @@ struct DistRematPass : public loom::impl::DistRematBase<DistRematPass> {
           repeat.getResidualsAttr())
         return;
       repeat.setResidualsAttr(b.getI64IntegerAttr(0));
+      if (policy != "selective")
+        return;
+      for (Operation &op : repeat.getBodyBlock().without_terminator())
+        if (!isa<MatmulOp, AttentionOp, RepeatOp>(op) &&
+            op.getNumOperands() > 0 && !isa<ReshapeOp>(op) &&
+            llvm::any_of(op.getResultTypes(), [](Type t) {
+              return isa<RankedTensorType>(t);
+            }))
+          recompute.setAttr(&op, b.getUnitAttr());
     });
   }
 };

@@ -183,6 +183,13 @@ static bool recomputedFree(Operation &op) {
   return op.getNumOperands() == 0 || isa<ReshapeOp>(op);
 }
 
+/// Whether rematerialization chose to recompute `op` (`train.recompute`,
+/// dist-remat's selective policy): its results are not saved.
+static bool recomputedByChoice(Operation &op) {
+  auto *dialect = op.getContext()->getLoadedDialect<TrainDialect>();
+  return dialect && dialect->getRecomputeAttrHelper().isAttrPresent(&op);
+}
+
 Operation *RepeatOp::prepareForBackward(RewriterBase &rewriter) {
   if (getSavesCarries())
     return getOperation();
@@ -196,7 +203,7 @@ Operation *RepeatOp::prepareForBackward(RewriterBase &rewriter) {
     loom::train::prepareForBackward(rewriter, body,
                                     body.getArguments().drop_front());
     for (Operation &op : body.without_terminator())
-      if (!recomputedFree(op))
+      if (!recomputedFree(op) && !recomputedByChoice(op))
         for (Value r : op.getResults())
           if (isa<RankedTensorType>(r.getType()))
             residuals.push_back(r);
@@ -343,8 +350,16 @@ LogicalResult RepeatOp::buildBackward(OpBuilder &b, ArrayRef<Value> resultGrads,
   YieldOp fwdYield = getYield();
   auto placeholder = YieldOp::create(b, loc, ValueRange(), ValueRange());
   b.setInsertionPoint(placeholder);
-  for (Operation &op : fwdBody.without_terminator())
-    b.clone(op, map);
+  // The copies that survive (all of them without residuals; with them,
+  // those not read from a saved slice) are the backward's recomputation,
+  // marked for the report and for readers of the IR.
+  auto recompute = cast<TrainDialect>(getOperation()->getDialect())
+                       ->getRecomputeAttrHelper();
+  for (Operation &op : fwdBody.without_terminator()) {
+    Operation *copy = b.clone(op, map);
+    if (!recomputedFree(op))
+      recompute.setAttr(copy, b.getUnitAttr());
+  }
 
   SmallVector<Value> sources(savedCarries);
   llvm::append_range(sources, slices);

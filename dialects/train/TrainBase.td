@@ -33,6 +33,13 @@ def Train_Dialect : Dialect {
   }];
   let useDefaultAttributePrinterParser = 1;
   let hasConstantMaterializer = 1;
+  let discardableAttrs = (ins
+    // On an op of a forward `train.repeat`'s body that keeps residuals:
+    // the backward recomputes its results from what the forward saved
+    // rather than reading them saved (dist-remat's choice); on an op of a
+    // backward body: a forward op the backward recomputes.
+    "::mlir::UnitAttr":$recompute
+  );
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   let extraClassDeclaration = [{
     /// Called by autodiff with a forward op and each op its backward rule

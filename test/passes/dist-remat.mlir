@@ -4,12 +4,16 @@
 // (matmul, tanh) before back-propagating. policy=none asks for
 // residuals(0): the forward keeps what the backward reads (the tanh's
 // output, beside the saved input the weight gradient reads) and the
-// backward recomputes nothing. An unknown policy is refused.
+// backward recomputes nothing. policy=selective marks every op of the body
+// but the matmuls (and attention) train.recompute: the forward keeps the
+// matmul's output, the backward recomputes the tanh from it (marked
+// train.recompute there too) and no matmul. An unknown policy is refused.
 // RUN: loom-opt %s --dist-remat="policy=none" | FileCheck %s --check-prefix=MARK
 // RUN: loom-opt %s --dist-remat="policy=full" | FileCheck %s --check-prefix=FULLMARK
 // RUN: loom-opt %s --dist-remat="policy=none" --train-autodiff | FileCheck %s --check-prefix=NONE
 // RUN: loom-opt %s --dist-remat="policy=full" --train-autodiff | FileCheck %s --check-prefix=FULL
-// RUN: not loom-opt %s --dist-remat="policy=selective" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: loom-opt %s --dist-remat="policy=selective" --train-autodiff | FileCheck %s --check-prefix=SEL
+// RUN: not loom-opt %s --dist-remat="policy=budget" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // MARK: train.repeat 4 residuals(0) carry(
 // FULLMARK: train.repeat 4 carry(
@@ -18,19 +22,29 @@
 // NONE:        train.tanh
 // NONE:        train.yield carry(%[[T:.*]] : tensor<2x4xf32>) stacked(%[[T]], %{{.*}} : tensor<2x4xf32>, tensor<2x4xf32>)
 // NONE:      train.repeat 4 reverse
-// NONE-NOT:    train.tanh %
-// NONE-NOT:    train.matmul %arg{{[0-9]+}}, %arg{{[0-9]+}} :
+// NONE-NOT:    train.recompute
 // NONE:        train.tanh_grad
 // NONE:        train.yield
 
 // FULL:      train.repeat 4 saving_carries carry(
 // FULL:      train.repeat 4 reverse
 // FULL-NEXT: ^bb0(
-// FULL-NEXT:   train.matmul %arg{{[0-9]+}}, %arg{{[0-9]+}} :
-// FULL-NEXT:   train.tanh %
+// FULL-NEXT:   train.matmul %arg{{[0-9]+}}, %arg{{[0-9]+}} {train.recompute} :
+// FULL-NEXT:   train.tanh %{{.*}} {train.recompute}
 // FULL-NEXT:   train.tanh_grad
 
-// BAD: error: dist-remat: unknown policy 'selective' (full or none; selective and budget are not available yet)
+// SEL:      train.repeat 4 saving_carries residuals(1) carry(
+// SEL:        %[[U:.*]] = train.matmul %arg{{[0-9]+}}, %arg{{[0-9]+}} :
+// SEL-NEXT:   %[[T:.*]] = train.tanh %[[U]] {train.recompute}
+// SEL-NEXT:   train.yield carry(%[[T]] : tensor<2x4xf32>) stacked(%[[U]], %{{.*}} : tensor<2x4xf32>, tensor<2x4xf32>)
+// SEL:      train.repeat 4 reverse
+// SEL-NEXT: ^bb0(
+// SEL-NEXT:   train.tanh %arg{{[0-9]+}} {train.recompute}
+// SEL-NEXT:   train.tanh_grad
+// SEL-NOT:    train.matmul {{.*}}train.recompute
+// SEL:        train.yield
+
+// BAD: error: dist-remat: unknown policy 'budget' (full, selective or none; budget is not available yet)
 train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %w = train.param "w" init(#train.init<normal, 0.1>) : tensor<4x4x4xf32>
   %x = train.input "x" : tensor<2x4xf32>

@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """Rematerialization policies against each other: a GPT with dropout (loom-gen
 --preset parity) compiled with --remat=none (the forward keeps what the
-backward reads) and --remat=full (each layer recomputed from its input) gives
-the same losses and final parameters bit for bit (recomputation runs the
-same kernels on the same values, dropout masks included) on one rank, with
-micro-batches, on dp=2 x tp=2, and on pp=2 under 1F1B and ZB-H1 with 4
-micro-batches. And the report's FLOPs per step: with `none` the matmul FLOPs
-equal an independent count from the shapes (2 forward and 4 backward FLOPs
-per matmul weight and token: 4 h^2 + 2 h F per layer and the tied head's
-V h;
-embedding lookups, biases and norms excluded) and the attention FLOPs
-4 b s^2 h per layer forward and 2.5 times that backward; `full` adds one
-forward of the layers' matmuls and attention."""
+backward reads), --remat=selective (it keeps the matmuls' and attention's
+outputs; the backward recomputes the rest of each layer from them) and
+--remat=full (each layer recomputed from its input) gives the same losses
+and final parameters bit for bit (recomputation runs the same kernels on
+the same values, dropout masks included) on one rank, with micro-batches,
+on dp=2 x tp=2, and on pp=2 with 4 micro-batches under GPipe, 1F1B,
+interleaved 1F1B (2 virtual stages) and ZB-H1. And the report's FLOPs per
+step: with `none` the matmul FLOPs equal an independent count from the
+shapes (2 forward and 4 backward FLOPs per matmul weight and token:
+4 h^2 + 2 h F per layer and the tied head's V h; embedding lookups, biases
+and norms excluded) and the attention FLOPs 4 b s^2 h per layer forward
+and 2.5 times that backward; `selective` adds no matmul or attention FLOPs
+(only the recomputed pointwise ops and norms, the report's "other"), and
+`full` adds one forward of the layers' matmuls. The activation peak falls
+from none to selective to full."""
 
 import argparse
 import json
@@ -63,21 +67,48 @@ attention_forward = L * 4 * B * S * S * H
 for label, flags, ranks in (("one rank", [], 1),
                             ("M=2", ["--micro-batches=2"], 1),
                             ("dp=2 x tp=2", ["--mesh", "dp=2,tp=2"], 4),
+                            ("pp=2 M=4 GPipe", ["--mesh", "pp=2", "--micro-batches=4",
+                                                "--schedule=gpipe"], 2),
                             ("pp=2 M=4 1F1B", ["--mesh", "pp=2", "--micro-batches=4"], 2),
+                            ("pp=2 M=4 interleaved", ["--mesh", "pp=2", "--micro-batches=4",
+                                                      "--schedule=interleaved",
+                                                      "--virtual-stages=2"], 2),
                             ("pp=2 M=4 ZB-H1", ["--mesh", "pp=2", "--micro-batches=4",
                                                 "--schedule=zb"], 2)):
     runs, reports = {}, {}
-    for policy in ("none", "full"):
+    for policy in ("none", "selective", "full"):
         program, reports[policy] = build(flags + [f"--remat={policy}"])
         rows, params = program.run(steps=STEPS, extra=["--seed", str(SEED)], ranks=ranks)
         runs[policy] = [row["loss"] for row in rows], params
-    (loss_n, params_n), (loss_f, params_f) = runs["none"], runs["full"]
-    check(f"{label}: losses, none = full", loss_n == loss_f,
-          f"{loss_n[-1]!r} and {loss_f[-1]!r} after {STEPS} steps")
-    same = sorted(params_n) == sorted(params_f) and all(
-        np.array_equal(params_n[k], params_f[k]) for k in params_n)
-    check(f"{label}: final parameters, none = full", same, f"{len(params_n)} tensors")
+    loss_n, params_n = runs["none"]
+    for policy in ("selective", "full"):
+        loss_p, params_p = runs[policy]
+        check(f"{label}: losses, none = {policy}", loss_n == loss_p,
+              f"{loss_n[-1]!r} and {loss_p[-1]!r} after {STEPS} steps")
+        same = sorted(params_n) == sorted(params_p) and all(
+            np.array_equal(params_n[k], params_p[k]) for k in params_n)
+        check(f"{label}: final parameters, none = {policy}", same, f"{len(params_n)} tensors")
     if ranks == 1 or "dp" in label:
+        peaks = [reports[p]["memory_per_rank_bytes"]["activations_peak"]
+                 for p in ("none", "selective", "full")]
+        check(f"{label}: activations fall from none to selective to full",
+              peaks[0] > peaks[1] > peaks[2], f"{peaks} bytes")
+        for kind in ("matmul", "attention"):
+            got = reports["selective"][f"{kind}_flops_per_step"]
+            want = reports["none"][f"{kind}_flops_per_step"]
+            check(f"{label}: selective adds no {kind} FLOPs", got == want, f"{got} = {want}")
+        added = reports["selective"]["flops_per_step"] - reports["none"]["flops_per_step"]
+        full_added = reports["full"]["flops_per_step"] - reports["none"]["flops_per_step"]
+        check(f"{label}: selective adds other FLOPs only, fewer than full adds",
+              0 < added < full_added, f"{added} (full {full_added})")
+        # The report's recomputation row: what each policy adds to none.
+        for policy, more in (("none", 0), ("selective", added), ("full", full_added)):
+            got = reports[policy]["recompute_flops_per_step"]
+            check(f"{label}: the report's recomputation FLOPs for {policy}", got == more,
+                  f"{got} = {more}")
+        got = reports["full"]["recompute_matmul_flops_per_step"]
+        check(f"{label}: full recomputes one forward of the layers' matmuls",
+              got == 2 * L * layer_weights * tokens, f"{got}")
         got = reports["none"]["matmul_flops_per_step"]
         check(f"{label}: none's matmul FLOPs = 6 x (L (4 h^2 + 2 h F) + V h) x tokens",
               got == matmul_none, f"{got} = {matmul_none}")

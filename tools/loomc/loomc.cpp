@@ -93,9 +93,12 @@ static cl::opt<std::string> meshSpec(
 static cl::opt<std::string> rematPolicy(
     "remat",
     cl::desc("What the backward recomputes of each layer loop: full (each "
-             "layer from its saved input, the default) or none (nothing: the "
-             "forward keeps what the backward reads; fastest, more memory)"),
-    cl::value_desc("full|none"), cl::init("full"), cl::cat(loomcCategory));
+             "layer from its saved input, the default), selective (the "
+             "pointwise functions, norms and softmax from the saved matmul "
+             "and attention outputs) or none (nothing: the forward keeps "
+             "what the backward reads; fastest, most memory)"),
+    cl::value_desc("full|selective|none"), cl::init("full"),
+    cl::cat(loomcCategory));
 
 static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
@@ -552,9 +555,10 @@ int main(int argc, char **argv) {
       shardingPreset != "megatron")
     return fail("--sharding=" + shardingPreset +
                 ": expected auto, dp or megatron");
-  if (rematPolicy != "full" && rematPolicy != "none")
+  if (rematPolicy != "full" && rematPolicy != "selective" &&
+      rematPolicy != "none")
     return fail("--remat=" + rematPolicy +
-                ": expected full or none (selective and budget are not "
+                ": expected full, selective or none (budget is not "
                 "available yet)");
   int64_t pp =
       config.mesh ? config.mesh.getSize(loom::dist::AxisRole::Pipeline) : 1;
