@@ -116,6 +116,16 @@ struct Report {
   int64_t totalBytes() const {
     return modelStateBytes() + arenaPeakBytes + inputBytes;
   }
+  /// The most any rank holds: totalBytes, or under a pipeline its most
+  /// loaded rank's states, activations and inputs.
+  int64_t worstRankBytes() const {
+    int64_t worst = pipelineRanks.empty() ? totalBytes() : 0;
+    for (const StageStates &r : pipelineRanks)
+      worst = std::max(worst, r.parameterBytes + r.gradientBytes +
+                                  r.optimizerStateBytes + r.activationBytes +
+                                  inputBytes);
+    return worst;
+  }
   llvm::json::Value toJSON() const;
   void print(llvm::raw_ostream &os) const;
   /// Replaces the planned communication by `lines` (the rank program's),

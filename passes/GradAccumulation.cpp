@@ -302,6 +302,11 @@ struct TrainInterleaveMicroBatchesPass
       for (auto [forward, backward] : pairs)
         if (succeeded(fuse(forward, backward)))
           ++numInterleaved;
+      // The backward read the layer loops' saved values through the
+      // micro-batch loop's own; now it reads them directly, and what only
+      // those slices carried is read by nothing.
+      if (!pairs.empty())
+        pruneResiduals(model);
     }
   }
 

@@ -79,11 +79,11 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
   Option<std::string> remat{
       *this, "remat",
       llvm::cl::desc("What the backward of each layer loop recomputes: "
-                     "full (each layer from its input), selective (the "
-                     "pointwise ops and norms from the saved matmul "
-                     "outputs) or none (nothing: the forward keeps what "
-                     "the backward reads)"),
-      llvm::cl::init("full")};
+                     "none (nothing: the forward keeps what the backward "
+                     "reads; the default), selective (the pointwise ops "
+                     "and norms from the saved matmul outputs) or full "
+                     "(each layer from its input)"),
+      llvm::cl::init("none")};
   Option<std::string> schedule{
       *this, "schedule",
       llvm::cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, "

@@ -38,9 +38,10 @@ def DistRemat : Pass<"dist-remat", "::mlir::ModuleOp"> {
   let summary = "Choose what the backward of each layer loop recomputes";
   let description = [{
     Runs before `train-autodiff`, whose backward rules read the choice.
-    `policy=full` (the default, Megatron's full recomputation): the forward
+    `policy=full` (Megatron's full recomputation): the forward
     of a `train.repeat` keeps each iteration's input and its backward
-    recomputes the iteration before back-propagating through it. `none`:
+    recomputes the iteration before back-propagating through it. `none`
+    (the default):
     every forward repeat that chose nothing yet gets `residuals(0)`, so the
     forward keeps every value its backward reads (one slice per layer) and
     the backward recomputes nothing, the fastest where memory allows.
@@ -60,8 +61,8 @@ def DistRemat : Pass<"dist-remat", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"policy", "policy", "std::string", "\"full\"",
-           "full, selective or none">,
+    Option<"policy", "policy", "std::string", "\"none\"",
+           "none (the default), selective or full">,
   ];
 }
 

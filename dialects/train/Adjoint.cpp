@@ -432,7 +432,36 @@ static bool isResidual(Value v) {
   return n >= first && n < first + repeat.getNumResiduals();
 }
 
+/// Whether `v` carries a residual: it is one, or it is a slice of a
+/// stacked operand that carries one (a micro-batch loop's backward hands
+/// the layer loops' saved values to their backward this way).
+static bool carriesResidual(Value v) {
+  if (isResidual(v))
+    return true;
+  auto arg = dyn_cast<BlockArgument>(v);
+  auto repeat =
+      arg ? dyn_cast_or_null<RepeatOp>(arg.getOwner()->getParentOp()) : RepeatOp();
+  if (!repeat)
+    return false;
+  size_t first = 1 + repeat.getCarries().size();
+  unsigned n = arg.getArgNumber();
+  if (n < first || n >= first + repeat.getStacked().size())
+    return false;
+  return carriesResidual(repeat.getStacked()[n - first]);
+}
+
+/// One round of pruneResiduals; whether it dropped anything.
+static bool pruneResidualsOnce(Operation *root);
+
 void loom::train::pruneResiduals(Operation *root) {
+  // A residual dropped from an enclosing loop leaves the one its body
+  // yielded there unread: again until nothing changes.
+  while (pruneResidualsOnce(root)) {
+  }
+}
+
+static bool pruneResidualsOnce(Operation *root) {
+  bool changed = false;
   // The backward loops first: a residual slice their body does not read.
   SmallVector<RepeatOp> readers;
   root->walk([&](RepeatOp r) { readers.push_back(r); });
@@ -442,13 +471,15 @@ void loom::train::pruneResiduals(Operation *root) {
     SmallVector<Value> stacked;
     SmallVector<unsigned> unread;
     for (auto [i, v] : llvm::enumerate(reader.getStacked())) {
-      if (isResidual(v) && body.getArgument(1 + numCarries + i).use_empty())
+      if (carriesResidual(v) &&
+          body.getArgument(1 + numCarries + i).use_empty())
         unread.push_back(1 + numCarries + i);
       else
         stacked.push_back(v);
     }
     if (unread.empty())
       continue;
+    changed = true;
     OpBuilder b(reader);
     auto copy = RepeatOp::create(
         b, reader.getLoc(), reader.getCarryResults().getTypes(),
@@ -478,6 +509,7 @@ void loom::train::pruneResiduals(Operation *root) {
         kept.push_back(i);
     if (kept.size() == forward.getStackedResults().size())
       continue;
+    changed = true;
     YieldOp yield = forward.getYield();
     SmallVector<Type> types;
     SmallVector<Value> slices;
@@ -504,6 +536,7 @@ void loom::train::pruneResiduals(Operation *root) {
           copy.getStackedResults()[k]);
     forward.erase();
   }
+  return changed;
 }
 
 RepeatOp loom::train::appendStackedOperands(RepeatOp repeat, ValueRange extra,

@@ -1,4 +1,4 @@
-// RUN: loom-opt %s --loom-pipeline --loom-memory-plan -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-pipeline="remat=full" --loom-memory-plan -split-input-file -verify-diagnostics | FileCheck %s
 
 // Liveness-based reuse: the product dies once exp has read it, and exp,
 // pointwise, writes over it (a pointwise op takes the bytes of an operand

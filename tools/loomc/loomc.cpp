@@ -92,12 +92,14 @@ static cl::opt<std::string> meshSpec(
 
 static cl::opt<std::string> rematPolicy(
     "remat",
-    cl::desc("What the backward recomputes of each layer loop: full (each "
-             "layer from its saved input, the default), selective (the "
-             "pointwise functions, norms and softmax from the saved matmul "
-             "and attention outputs) or none (nothing: the forward keeps "
-             "what the backward reads; fastest, most memory)"),
-    cl::value_desc("full|selective|none"), cl::init("full"),
+    cl::desc("What the backward recomputes of each layer loop: none (nothing: "
+             "the forward keeps what the backward reads; the fastest, the "
+             "default), selective (the pointwise functions, norms and "
+             "softmax from the saved matmul and attention outputs) or full "
+             "(each layer from its saved input; the least memory). With "
+             "--cluster and no --remat, a model that does not fit the "
+             "device with none is refused, naming the policy that fits"),
+    cl::value_desc("none|selective|full"), cl::init("none"),
     cl::cat(loomcCategory));
 
 static cl::opt<bool> sequenceParallel(
@@ -409,6 +411,46 @@ static llvm::Expected<loom::pipeline::Schedule> pipelineSchedule(int64_t pp) {
 /// the schedule (built in or read from CSV), and its simulation with the
 /// stages' costs (a backward's input and weight parts each cost the
 /// stage's forward).
+/// The most bytes a rank holds when `input` (the model as parsed) is
+/// compiled with `options` to the rank program (Report::worstRankBytes):
+/// what the default rematerialization policy is checked against.
+static FailureOr<int64_t>
+worstRankBytes(ModuleOp input, const loom::LoomOptions &given,
+               StringRef remat, loom::analysis::Config config,
+               const std::optional<loom::analysis::Cluster> &cluster,
+               bool tensorOrPipeline) {
+  OwningOpRef<ModuleOp> module = input.clone();
+  loom::LoomOptions options;
+  options.copyOptionValuesFrom(given);
+  options.afterPass = given.afterPass;
+  options.remat = remat.str();
+  options.from = loom::Phase::TrainingStep;
+  options.until = loom::Phase::TrainingStep;
+  PassManager step(input.getContext());
+  loom::buildLoomPipeline(step, options);
+  if (failed(step.run(*module)))
+    return failure();
+  auto model = *module->getOps<loom::train::ModelOp>().begin();
+  if (loom::dist::MeshAttr mesh = loom::dist::MeshAttr::lookup(model))
+    config.mesh = mesh;
+  FailureOr<loom::analysis::Report> plan =
+      loom::analysis::reportModel(model, config, cluster);
+  if (failed(plan))
+    return failure();
+  if (!config.mesh)
+    return plan->worstRankBytes();
+  PassManager rank(input.getContext());
+  options.from = loom::Phase::RankProgram;
+  options.until = loom::Phase::RankProgram;
+  loom::buildLoomPipeline(rank, options);
+  if (failed(rank.run(*module)))
+    return failure();
+  model = *module->getOps<loom::train::ModelOp>().begin();
+  if (tensorOrPipeline && failed(plan->useRankProgram(model)))
+    return failure();
+  return plan->worstRankBytes();
+}
+
 static constexpr size_t kScheduleShownActions = 64;
 static int reportPipeline(ModuleOp step, loom::dist::MeshAttr mesh,
                           int64_t pp,
@@ -592,6 +634,9 @@ int main(int argc, char **argv) {
     return 1;
   if (failed(dumpPhase("0-input.mlir", print(*module))))
     return 1;
+  // The model as written, for the default policy's check against the
+  // cluster's device memory below.
+  OwningOpRef<ModuleOp> written = module->clone();
   // A pipeline's schedule, checked before anything is compiled, once the
   // micro-batches are known to split the model's batch (a schedule's size
   // grows with them).
@@ -664,7 +709,9 @@ int main(int argc, char **argv) {
     pipelineBubble = worst;
   }
   std::optional<loom::analysis::Report> plan;
-  if (report || !reportJson.empty()) {
+  // Without --remat, a cluster's device memory is checked (from the plan).
+  bool checkFits = cluster && rematPolicy.getNumOccurrences() == 0;
+  if (report || !reportJson.empty() || checkFits) {
     auto models = llvm::to_vector(module->getOps<loom::train::ModelOp>());
     if (models.size() != 1)
       return fail("the report needs exactly one 'train.model'");
@@ -704,6 +751,37 @@ int main(int argc, char **argv) {
           failed(plan->useRankProgram(rank)))
         return 1;
     }
+    // Printed after the report, which shows where the bytes go.
+    std::string fitError;
+    if (checkFits && plan->worstRankBytes() > cluster->memoryBytes) {
+      // The cheapest policy that fits: selective recomputes the least.
+      std::string fits;
+      for (const char *policy : {"selective", "full"}) {
+        FailureOr<int64_t> bytes = worstRankBytes(
+            *written, options, policy, config, cluster,
+            pp > 1 || (config.mesh &&
+                       config.mesh.getSize(loom::dist::AxisRole::Tensor) > 1));
+        if (failed(bytes))
+          return 1;
+        if (*bytes <= cluster->memoryBytes) {
+          fits = llvm::formatv("--remat={0} fits, with {1:F3} GB on its "
+                               "most loaded rank",
+                               policy, double(*bytes) / 1e9)
+                     .str();
+          break;
+        }
+      }
+      if (fits.empty())
+        fits = "no rematerialization policy fits: use more ranks (pp, tp) "
+               "or more micro-batches";
+      fitError = llvm::formatv(
+                     "the model needs {0:F3} GB on its most loaded rank "
+                     "without recomputation (--remat=none, the default), "
+                     "more than the {1:F3} GB of a device of {2}; {3}",
+                     double(plan->worstRankBytes()) / 1e9,
+                     cluster->memoryBytes / 1e9, clusterFile, fits)
+                     .str();
+    }
     plan->pipelineBubble = pipelineBubble;
     if (pipelineBubble)
       plan->addPipelineBubble(firstRankBubble);
@@ -718,6 +796,8 @@ int main(int argc, char **argv) {
       if (failed(writeFile(reportJson, js.str())))
         return 1;
     }
+    if (!fitError.empty())
+      return fail(fitError);
     if (reportOnly)
       return 0;
   }
