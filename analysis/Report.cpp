@@ -465,16 +465,22 @@ loom::analysis::countCommunication(ModelOp rankProgram, MeshAttr mesh,
     double seconds = cluster ? collectiveSeconds(kind, double(bytes), size,
                                                  crosses, *cluster)
                              : 0.0;
+    auto *train = op->getContext()->getLoadedDialect<TrainDialect>();
+    double recomputed =
+        train && train->getRecomputeAttrHelper().isAttrPresent(op)
+            ? sent * double(times)
+            : 0.0;
     for (CommLine &line : lines)
       if (line.kind == kind && line.axis == axis) {
         line.bytesSent += sent * double(times);
         line.seconds += seconds * double(times);
         line.count += times;
+        line.recomputeBytesSent += recomputed;
         return;
       }
     lines.push_back({kind, axis, size, sent * double(times),
                      seconds * double(times), "counted in the rank program",
-                     times});
+                     times, recomputed});
   });
   return lines;
 }
@@ -540,6 +546,13 @@ llvm::json::Value Report::toJSON() const {
                          {"matmul_flops_per_step", matmulFlopsPerStep},
                          {"attention_flops_per_step", attentionFlopsPerStep},
                          {"recompute_flops_per_step", recomputeFlopsPerStep},
+                         {"recompute_communication_bytes_per_step",
+                          [&] {
+                            double sum = 0;
+                            for (const CommLine &c : communication)
+                              sum += c.recomputeBytesSent;
+                            return sum;
+                          }()},
                          {"recompute_matmul_flops_per_step",
                           recomputeMatmulFlopsPerStep},
                          {"recompute_attention_flops_per_step",
@@ -634,6 +647,12 @@ void Report::print(llvm::raw_ostream &os) const {
       os << llvm::format(", %.4g s", c.seconds);
     os << "   (" << c.what << ")\n";
   }
+  double recomputed = 0;
+  for (const CommLine &c : communication)
+    recomputed += c.recomputeBytesSent;
+  if (!communication.empty())
+    os << "    of which the backward's recomputation sends "
+       << gigabytes(int64_t(recomputed)) << "\n";
   if (verified) {
     os << "  communication verified before launch: " << verified->ops
        << " operations on the busiest rank; " << verified->ranks

@@ -69,6 +69,9 @@ struct CommLine {
   double seconds;   // 0 without a cluster
   std::string what;
   int64_t count = 1; // collectives per step (each pays its ring's latencies)
+  /// Of bytesSent, what collectives of the backward's recomputation send
+  /// (`train.recompute`: a recomputed matmul's partial sums reduced again).
+  double recomputeBytesSent = 0;
 };
 
 struct Report {

@@ -141,6 +141,7 @@ struct Partitioner {
       if (dim == llvm::seq<int64_t>(0, want.size()).end()) {
         cur = dist::AllReduceOp::create(
             b, loc, cur, b.getStrArrayAttr({axis.getValue()}), false);
+        sharding::markRecomputed(v, cur.getDefiningOp());
         held[cur] = have;
         continue;
       }
@@ -152,6 +153,7 @@ struct Partitioner {
       cur = dist::ReduceScatterOp::create(
           b, loc, RankedTensorType::get(shape, type.getElementType()), cur,
           b.getStrArrayAttr({axis.getValue()}), b.getI64IntegerAttr(*dim));
+      sharding::markRecomputed(v, cur.getDefiningOp());
       have[*dim].push_back(axis);
       held[cur] = have;
       ++scatters;

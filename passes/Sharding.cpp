@@ -144,3 +144,12 @@ SmallVector<RepeatLink> repeatLinks(RepeatOp repeat) {
 }
 
 } // namespace loom::sharding
+
+void loom::sharding::markRecomputed(Value source, Operation *collective) {
+  Operation *def = source.getDefiningOp();
+  auto recompute = collective->getContext()
+                       ->getOrLoadDialect<TrainDialect>()
+                       ->getRecomputeAttrHelper();
+  if (def && recompute.isAttrPresent(def))
+    recompute.setAttr(collective, UnitAttr::get(collective->getContext()));
+}

@@ -66,6 +66,12 @@ struct RepeatLink {
 };
 llvm::SmallVector<RepeatLink> repeatLinks(train::RepeatOp repeat);
 
+/// Marks `collective`, which reduces `source`, part of the backward's
+/// recomputation (`train.recompute`) when `source`'s op is recomputed:
+/// Megatron's full recomputation issues the layers' all-reduces again, and
+/// the report counts what they send.
+void markRecomputed(mlir::Value source, mlir::Operation *collective);
+
 } // namespace loom::sharding
 
 #endif // LOOM_PASSES_SHARDING_H

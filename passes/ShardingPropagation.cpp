@@ -631,6 +631,7 @@ struct Propagation {
         names.push_back(a.getValue());
       auto reduce = dist::AllReduceOp::create(b, v.getLoc(), v,
                                               b.getStrArrayAttr(names), false);
+      sharding::markRecomputed(v, reduce);
       v.replaceAllUsesExcept(reduce, reduce);
       dist::attrs(ctx).getShardingAttrHelper().setAttr(
           reduce, b.getArrayAttr({dist::ShardingAttr::get(

@@ -14,8 +14,10 @@ shapes (2 forward and 4 backward FLOPs per matmul weight and token:
 and norms excluded) and the attention FLOPs 4 b s^2 h per layer forward
 and 2.5 times that backward; `selective` adds no matmul or attention FLOPs
 (only the recomputed pointwise ops and norms, the report's "other"), and
-`full` adds one forward of the layers' matmuls. The activation peak falls
-from none to selective to full."""
+`full` adds one forward of the layers' matmuls; the report's recomputation
+FLOPs and collective bytes (under tp, full re-issues the layers'
+all-reduces) are exactly what each policy adds to `none`. The activation
+peak falls from none to selective to full."""
 
 import argparse
 import json
@@ -109,6 +111,16 @@ for label, flags, ranks in (("one rank", [], 1),
         got = reports["full"]["recompute_matmul_flops_per_step"]
         check(f"{label}: full recomputes one forward of the layers' matmuls",
               got == 2 * L * layer_weights * tokens, f"{got}")
+        # The recomputation's collectives: what each policy sends beyond none.
+        def sent(report):
+            return sum(v for axes in report["communication_bytes_per_step"].values()
+                       for v in axes.values())
+        for policy in ("none", "selective", "full"):
+            got = reports[policy]["recompute_communication_bytes_per_step"]
+            more = sent(reports[policy]) - sent(reports["none"])
+            check(f"{label}: the report's recomputed collective bytes for {policy}",
+                  got == more and (policy != "full" or "tp" not in label or more > 0),
+                  f"{got:.0f} = {more:.0f}")
         got = reports["none"]["matmul_flops_per_step"]
         check(f"{label}: none's matmul FLOPs = 6 x (L (4 h^2 + 2 h F) + V h) x tokens",
               got == matmul_none, f"{got} = {matmul_none}")
