@@ -545,6 +545,7 @@ llvm::json::Value Report::toJSON() const {
                          {"flops_per_step", flopsPerStep},
                          {"matmul_flops_per_step", matmulFlopsPerStep},
                          {"attention_flops_per_step", attentionFlopsPerStep},
+                         {"remat", remat},
                          {"recompute_flops_per_step", recomputeFlopsPerStep},
                          {"recompute_communication_bytes_per_step",
                           [&] {
@@ -616,8 +617,10 @@ void Report::print(llvm::raw_ostream &os) const {
   else if (dp > 1 || bf16)
     os << "; the one-rank fp32 plan" << (dp > 1 ? " over dp" : "")
        << (bf16 ? ", halved for bf16" : "");
-  os << ")\n"
-     << "    inputs              " << gigabytes(inputBytes) << "\n"
+  os << ")\n";
+  if (!remat.empty())
+    os << "    recomputation: " << remat << "\n";
+  os << "    inputs              " << gigabytes(inputBytes) << "\n"
      << "    total               " << gigabytes(totalBytes()) << "\n";
   if (!pipelineRanks.empty()) {
     os << "  per pipeline rank (each holds its stages' parameters, gradients "

@@ -88,6 +88,9 @@ struct Report {
   /// The parts of flopsPerStep that are matrix products and attention's
   /// products (CostOpInterface::getMatmulFlops, getAttentionFlops).
   int64_t matmulFlopsPerStep = 0, attentionFlopsPerStep = 0;
+  /// The rematerialization policy the step was compiled with (loomc's
+  /// --remat, or per layer what --remat=budget chose).
+  std::string remat;
   /// What the backward recomputes (ops of backward loop bodies marked
   /// `train.recompute`, times their loops' counts), within the above.
   int64_t recomputeFlopsPerStep = 0, recomputeMatmulFlopsPerStep = 0,
@@ -127,6 +130,14 @@ struct Report {
       worst = std::max(worst, r.parameterBytes + r.gradientBytes +
                                   r.optimizerStateBytes + r.activationBytes +
                                   inputBytes);
+    return worst;
+  }
+  /// The most activation bytes any rank holds: arenaPeakBytes, or under a
+  /// pipeline its most loaded rank's.
+  int64_t worstRankActivationBytes() const {
+    int64_t worst = pipelineRanks.empty() ? arenaPeakBytes : 0;
+    for (const StageStates &r : pipelineRanks)
+      worst = std::max(worst, r.activationBytes);
     return worst;
   }
   llvm::json::Value toJSON() const;

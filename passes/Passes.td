@@ -52,8 +52,11 @@ def DistRemat : Pass<"dist-remat", "::mlir::ModuleOp"> {
     (Megatron's selective recomputation recomputes attention's core; Loom's
     fused attention already recomputes its scores in its backward). The
     losses and parameters are the same bit for bit under every policy
-    (recomputation runs the same kernels on the same values). `budget` is
-    the rematerialization issue's next step and is refused by name.
+    (recomputation runs the same kernels on the same values). A list with
+    one of them per layer of the stack (`policy=full,full,selective,none`)
+    cuts each layer loop into runs of layers with one policy each, its
+    stacked parameters into parts; `loomc --remat=budget` chooses such a
+    list.
 
     ```mlir
     // --dist-remat="policy=none"
@@ -62,7 +65,7 @@ def DistRemat : Pass<"dist-remat", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"policy", "policy", "std::string", "\"none\"",
-           "none (the default), selective or full">,
+           "none (the default), selective, full, or one per layer">,
   ];
 }
 

@@ -26,6 +26,10 @@
 
 struct loomrt_ctx {
   const loomrt_program *program = nullptr;
+  /// train.sum_squares' running sum across the calls for its operands, in
+  /// double: a tensor cut into parts (a pipeline stage's, a recomputation
+  /// policy's runs of layers) sums to the same bits as the whole.
+  double squaresRunning = 0.0;
   /// Sends posted (loomrt_comm_post) and not yet drained: the event, the
   /// runtime's copy and its size.
   std::vector<std::tuple<loomrt_comm_event *, char *, int64_t>> posted;

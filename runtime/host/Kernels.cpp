@@ -820,13 +820,15 @@ void loomrt_lr_schedule(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *step,
 void loomrt_sum_squares(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
                         int64_t, int64_t si, int64_t position, int64_t,
                         int64_t replicaGroup) {
-  // The running sum stays in the output between the calls for each operand.
-  double sum = position == 0 ? 0.0 : double(F(out)[0]);
+  // The running sum stays in the context, in double, between the calls
+  // for each operand; the output holds it rounded.
+  double sum = position == 0 ? 0.0 : c->squaresRunning;
   if (!replicaGroup || loomrt_group_rank(c, uint32_t(replicaGroup)) == 0) {
     const float *x = F(in);
     for (int64_t i = 0, n = shapeOf(c, si).numel(); i < n; ++i)
       sum += double(x[i]) * x[i];
   }
+  c->squaresRunning = sum;
   F(out)[0] = float(sum);
 }
 

@@ -13,6 +13,8 @@
 // RUN: loom-opt %s --dist-remat="policy=none" --train-autodiff | FileCheck %s --check-prefix=NONE
 // RUN: loom-opt %s --dist-remat="policy=full" --train-autodiff | FileCheck %s --check-prefix=FULL
 // RUN: loom-opt %s --dist-remat="policy=selective" --train-autodiff | FileCheck %s --check-prefix=SEL
+// RUN: loom-opt %s --dist-remat="policy=full,none,none,selective" | FileCheck %s --check-prefix=LAYERS
+// RUN: not loom-opt %s --dist-remat="policy=full,none" 2>&1 | FileCheck %s --check-prefix=SHORT
 // RUN: not loom-opt %s --dist-remat="policy=budget" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // MARK: train.repeat 4 residuals(0) carry(
@@ -44,7 +46,20 @@
 // SEL-NOT:    train.matmul {{.*}}train.recompute
 // SEL:        train.yield
 
-// BAD: error: dist-remat: unknown policy 'budget' (full, selective or none; budget is not available yet)
+// One policy per layer: the loop is cut into runs of layers with one
+// policy each, its stacked parameter into parts of the whole (dist.part).
+// LAYERS:      train.param "w[0:1]" {{.*}}dist.part = #dist.part<of = "w", whole = [4, 4, 4], offsets = [0, 0, 0]>
+// LAYERS:      train.param "w[1:3]" {{.*}}offsets = [1, 0, 0]
+// LAYERS:      train.param "w[3:4]" {{.*}}offsets = [3, 0, 0]
+// LAYERS:      train.repeat 1 carry(
+// LAYERS-NOT:    train.recompute
+// LAYERS:      train.repeat 2 residuals(0) carry(
+// LAYERS-NOT:    train.recompute
+// LAYERS:      train.repeat 1 residuals(0) carry(
+// LAYERS:        train.tanh %{{.*}} {train.recompute}
+
+// SHORT: error: 'train.repeat' op has layers [0, 4) and dist-remat's policy 'full,none' names 2 layers
+// BAD: error: dist-remat: unknown policy 'budget' (none, selective, full, or one of them per layer: full,full,selective,none; budget is chosen by loomc)
 train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %w = train.param "w" init(#train.init<normal, 0.1>) : tensor<4x4x4xf32>
   %x = train.input "x" : tensor<2x4xf32>

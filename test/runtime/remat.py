@@ -78,12 +78,15 @@ for label, flags, ranks in (("one rank", [], 1),
                             ("pp=2 M=4 ZB-H1", ["--mesh", "pp=2", "--micro-batches=4",
                                                 "--schedule=zb"], 2)):
     runs, reports = {}, {}
-    for policy in ("none", "selective", "full"):
+    # And one policy per layer: the layer loop cut into runs of layers,
+    # their parameters into parts (exported whole).
+    mixed = ",".join(["full", "selective", "none"][i % 3] for i in range(L))
+    for policy in ("none", "selective", "full", mixed):
         program, reports[policy] = build(flags + [f"--remat={policy}"])
         rows, params = program.run(steps=STEPS, extra=["--seed", str(SEED)], ranks=ranks)
         runs[policy] = [row["loss"] for row in rows], params
     loss_n, params_n = runs["none"]
-    for policy in ("selective", "full"):
+    for policy in ("selective", "full", mixed):
         loss_p, params_p = runs[policy]
         check(f"{label}: losses, none = {policy}", loss_n == loss_p,
               f"{loss_n[-1]!r} and {loss_p[-1]!r} after {STEPS} steps")

@@ -102,6 +102,13 @@ static cl::opt<std::string> rematPolicy(
     cl::value_desc("none|selective|full"), cl::init("none"),
     cl::cat(loomcCategory));
 
+static cl::opt<std::string> rematBudget(
+    "remat-budget",
+    cl::desc("With --remat=budget: the activation bytes a rank may hold "
+             "(K, M, G: powers of 1024); loomc recomputes the layers that "
+             "cost least to fit"),
+    cl::value_desc("BYTES"), cl::cat(loomcCategory));
+
 static cl::opt<bool> sequenceParallel(
     "sequence-parallel",
     cl::desc("Megatron sequence parallelism on the 'tp' axis: the residual "
@@ -411,14 +418,15 @@ static llvm::Expected<loom::pipeline::Schedule> pipelineSchedule(int64_t pp) {
 /// the schedule (built in or read from CSV), and its simulation with the
 /// stages' costs (a backward's input and weight parts each cost the
 /// stage's forward).
-/// The most bytes a rank holds when `input` (the model as parsed) is
-/// compiled with `options` to the rank program (Report::worstRankBytes):
-/// what the default rematerialization policy is checked against.
-static FailureOr<int64_t>
-worstRankBytes(ModuleOp input, const loom::LoomOptions &given,
-               StringRef remat, loom::analysis::Config config,
-               const std::optional<loom::analysis::Cluster> &cluster,
-               bool tensorOrPipeline) {
+/// The report of `input` (the model as parsed) compiled with `given`'s
+/// options but the rematerialization policy `remat`, to the rank program:
+/// what the default policy is checked against, and what --remat=budget
+/// chooses from.
+static FailureOr<loom::analysis::Report>
+planWithRemat(ModuleOp input, const loom::LoomOptions &given,
+              StringRef remat, loom::analysis::Config config,
+              const std::optional<loom::analysis::Cluster> &cluster,
+              bool tensorOrPipeline) {
   OwningOpRef<ModuleOp> module = input.clone();
   loom::LoomOptions options;
   options.copyOptionValuesFrom(given);
@@ -438,7 +446,7 @@ worstRankBytes(ModuleOp input, const loom::LoomOptions &given,
   if (failed(plan))
     return failure();
   if (!config.mesh)
-    return plan->worstRankBytes();
+    return plan;
   PassManager rank(input.getContext());
   options.from = loom::Phase::RankProgram;
   options.until = loom::Phase::RankProgram;
@@ -446,9 +454,112 @@ worstRankBytes(ModuleOp input, const loom::LoomOptions &given,
   if (failed(rank.run(*module)))
     return failure();
   model = *module->getOps<loom::train::ModelOp>().begin();
+  if (config.precision == loom::analysis::Precision::Fp32)
+    plan->setCommunication(
+        loom::analysis::countCommunication(model, config.mesh, cluster));
   if (tensorOrPipeline && failed(plan->useRankProgram(model)))
     return failure();
-  return plan->worstRankBytes();
+  return plan;
+}
+
+/// A byte count with an optional K, M or G suffix (powers of 1024).
+static std::optional<int64_t> parseBytes(StringRef text) {
+  int64_t scale = 1;
+  if (text.ends_with_insensitive("k"))
+    scale = int64_t(1) << 10;
+  else if (text.ends_with_insensitive("m"))
+    scale = int64_t(1) << 20;
+  else if (text.ends_with_insensitive("g"))
+    scale = int64_t(1) << 30;
+  if (scale != 1)
+    text = text.drop_back();
+  uint64_t n = 0;
+  if (text.empty() || text.getAsInteger(10, n) ||
+      n > uint64_t(INT64_MAX / scale))
+    return std::nullopt;
+  return int64_t(n) * scale;
+}
+
+/// The layers of the model's layer stack: its longest forward loop.
+static int64_t layerCount(ModuleOp module) {
+  int64_t layers = 0;
+  module.walk([&](loom::train::RepeatOp repeat) {
+    if (!repeat.getReverse())
+      layers = std::max<int64_t>(layers, repeat.getCount());
+  });
+  return layers;
+}
+
+/// --remat=budget: the per-layer policies (K layers full, then J
+/// selective, the rest none) with the least added recomputation, in
+/// predicted seconds with a cluster, else FLOP-equivalents (FLOPs, and 20
+/// per byte a recomputed collective sends), whose most loaded rank's
+/// activations fit `budget`. Layers are alike, so the recomputation of an
+/// assignment is K times a full layer's plus J times a selective one's
+/// (from the uniform plans); candidates are compiled cheapest first, and
+/// the first that fits is the optimum over the K and J. Fails, saying so,
+/// where even full recomputation does not fit.
+static FailureOr<std::string>
+chooseRematForBudget(ModuleOp input, const loom::LoomOptions &options,
+                     int64_t budget, const loom::analysis::Config &config,
+                     const std::optional<loom::analysis::Cluster> &cluster,
+                     bool tensorOrPipeline) {
+  int64_t layers = layerCount(input);
+  auto plan = [&](StringRef remat) {
+    return planWithRemat(input, options, remat, config, cluster,
+                         tensorOrPipeline);
+  };
+  auto added = [&](const loom::analysis::Report &r) {
+    double bytes = 0;
+    for (const loom::analysis::CommLine &c : r.communication)
+      bytes += c.recomputeBytesSent;
+    if (cluster)
+      return double(r.recomputeFlopsPerStep) /
+                 (config.precision == loom::analysis::Precision::Bf16
+                      ? cluster->peakFlopsBf16
+                      : cluster->peakFlopsFp32) +
+             bytes / cluster->intraBandwidth;
+    return double(r.recomputeFlopsPerStep) + 20.0 * bytes;
+  };
+  FailureOr<loom::analysis::Report> full = plan("full");
+  FailureOr<loom::analysis::Report> selective = plan("selective");
+  if (failed(full) || failed(selective))
+    return failure();
+  if (full->worstRankActivationBytes() > budget) {
+    llvm::errs() << llvm::formatv(
+        "loomc: error: --remat-budget={0}: below the smallest activation "
+        "peak any policy reaches, {1} bytes on the most loaded rank "
+        "(--remat=full)\n",
+        budget, full->worstRankActivationBytes());
+    return failure();
+  }
+  double perFull = added(*full) / double(std::max<int64_t>(layers, 1));
+  double perSelective =
+      added(*selective) / double(std::max<int64_t>(layers, 1));
+  struct Candidate {
+    int64_t full, selective;
+    double cost;
+  };
+  std::vector<Candidate> candidates;
+  for (int64_t k = 0; k <= layers; ++k)
+    for (int64_t j = 0; k + j <= layers; ++j)
+      candidates.push_back({k, j, double(k) * perFull + double(j) * perSelective});
+  llvm::stable_sort(candidates, [](const Candidate &a, const Candidate &b) {
+    return a.cost < b.cost;
+  });
+  for (const Candidate &c : candidates) {
+    std::string list;
+    for (int64_t l = 0; l < layers; ++l)
+      list += std::string(l ? "," : "") +
+              (l < c.full ? "full" : l < c.full + c.selective ? "selective"
+                                                               : "none");
+    FailureOr<loom::analysis::Report> r = plan(list);
+    if (failed(r))
+      return failure();
+    if (r->worstRankActivationBytes() <= budget)
+      return list;
+  }
+  return std::string("full");
 }
 
 static constexpr size_t kScheduleShownActions = 64;
@@ -597,11 +708,18 @@ int main(int argc, char **argv) {
       shardingPreset != "megatron")
     return fail("--sharding=" + shardingPreset +
                 ": expected auto, dp or megatron");
-  if (rematPolicy != "full" && rematPolicy != "selective" &&
-      rematPolicy != "none")
-    return fail("--remat=" + rematPolicy +
-                ": expected full, selective or none (budget is not "
-                "available yet)");
+  {
+    SmallVector<StringRef> names;
+    StringRef(rematPolicy).split(names, ',');
+    for (StringRef name : names)
+      if (name != "full" && name != "selective" && name != "none" &&
+          !(name == "budget" && names.size() == 1))
+        return fail("--remat=" + rematPolicy +
+                    ": expected none, selective, full, budget, or one of "
+                    "none, selective and full per layer (full,full,none,none)");
+    if ((rematPolicy == "budget") != (rematBudget.getNumOccurrences() > 0))
+      return fail("--remat=budget and --remat-budget=BYTES go together");
+  }
   int64_t pp =
       config.mesh ? config.mesh.getSize(loom::dist::AxisRole::Pipeline) : 1;
   if (microBatches < 1 || microBatches > loom::kMaxRepeatCount)
@@ -681,6 +799,21 @@ int main(int argc, char **argv) {
   options.remat = rematPolicy;
   options.schedule = scheduleSpec;
   options.afterPass = afterPass;
+  bool tensorOrPipeline =
+      pp > 1 ||
+      (config.mesh && config.mesh.getSize(loom::dist::AxisRole::Tensor) > 1);
+  if (rematPolicy == "budget") {
+    std::optional<int64_t> budget = parseBytes(rematBudget);
+    if (!budget)
+      return fail("--remat-budget=" + rematBudget +
+                  ": expected a byte count, with an optional K, M or G "
+                  "suffix (powers of 1024)");
+    FailureOr<std::string> chosen = chooseRematForBudget(
+        *written, options, *budget, config, cluster, tensorOrPipeline);
+    if (failed(chosen))
+      return 1;
+    options.remat = *chosen;
+  }
   options.until = loom::Phase::TrainingStep;
   PassManager pm(&context);
   loom::buildLoomPipeline(pm, options);
@@ -757,16 +890,15 @@ int main(int argc, char **argv) {
       // The cheapest policy that fits: selective recomputes the least.
       std::string fits;
       for (const char *policy : {"selective", "full"}) {
-        FailureOr<int64_t> bytes = worstRankBytes(
-            *written, options, policy, config, cluster,
-            pp > 1 || (config.mesh &&
-                       config.mesh.getSize(loom::dist::AxisRole::Tensor) > 1));
-        if (failed(bytes))
+        FailureOr<loom::analysis::Report> probe = planWithRemat(
+            *written, options, policy, config, cluster, tensorOrPipeline);
+        if (failed(probe))
           return 1;
-        if (*bytes <= cluster->memoryBytes) {
+        int64_t bytes = probe->worstRankBytes();
+        if (bytes <= cluster->memoryBytes) {
           fits = llvm::formatv("--remat={0} fits, with {1:F3} GB on its "
                                "most loaded rank",
-                               policy, double(*bytes) / 1e9)
+                               policy, double(bytes) / 1e9)
                      .str();
           break;
         }
@@ -782,6 +914,7 @@ int main(int argc, char **argv) {
                      cluster->memoryBytes / 1e9, clusterFile, fits)
                      .str();
     }
+    plan->remat = options.remat;
     plan->pipelineBubble = pipelineBubble;
     if (pipelineBubble)
       plan->addPipelineBubble(firstRankBubble);
