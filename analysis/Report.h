@@ -132,6 +132,14 @@ struct Report {
                                   inputBytes);
     return worst;
   }
+  /// The most bytes of model states and inputs any rank holds.
+  int64_t worstRankStateBytes() const {
+    int64_t worst = pipelineRanks.empty() ? modelStateBytes() + inputBytes : 0;
+    for (const StageStates &r : pipelineRanks)
+      worst = std::max(worst, r.parameterBytes + r.gradientBytes +
+                                  r.optimizerStateBytes + inputBytes);
+    return worst;
+  }
   /// The most activation bytes any rank holds: arenaPeakBytes, or under a
   /// pipeline its most loaded rank's.
   int64_t worstRankActivationBytes() const {

@@ -12,7 +12,8 @@ step: with `none` the matmul FLOPs equal an independent count from the
 shapes (2 forward and 4 backward FLOPs per matmul weight and token:
 4 h^2 + 2 h F per layer and the tied head's V h; embedding lookups, biases
 and norms excluded) and the attention FLOPs 4 b s^2 h per layer forward
-and 2.5 times that backward; `selective` adds no matmul or attention FLOPs
+and 2.5 times that backward (the total within 2% of those on a model of
+width 128); `selective` adds no matmul or attention FLOPs
 (only the recomputed pointwise ops and norms, the report's "other"), and
 `full` adds one forward of the layers' matmuls; the report's recomputation
 FLOPs and collective bytes (under tp, full re-issues the layers'
@@ -134,5 +135,27 @@ for label, flags, ranks in (("one rank", [], 1),
         layers_forward = 2 * L * layer_weights * tokens
         check(f"{label}: full adds one forward of the layers' matmuls", added == layers_forward,
               f"{added} = {layers_forward}")
+
+# The total against the independent matmul and attention count (full adds
+# one forward of each), the elementwise ops within 2%: on the example GPT's
+# shapes (width 128; the parity model's width 16 makes its norms and
+# pointwise ops a tenth of its FLOPs).
+shape = dict(layers=4, d_model=128, heads=4, ffn=512, vocab=256, context=64, batch=8)
+wide = os.path.join(work, "wide.mlir")
+subprocess.run([sys.executable, args.loom_gen, "-o", wide] +
+               [a for k, v in shape.items() for a in (f"--{k.replace('_', '-')}", str(v))],
+               check=True)
+tokens = shape["batch"] * shape["context"]
+h, F, V, L4, S4 = shape["d_model"], shape["ffn"], shape["vocab"], shape["layers"], shape["context"]
+weights = 4 * h * h + 2 * h * F
+for policy, again in (("none", 0), ("selective", 0), ("full", 1)):
+    out = os.path.join(work, f"wide-{policy}.json")
+    subprocess.run([args.loomc, wide, f"--remat={policy}", "--report-json", out], check=True)
+    r = json.load(open(out))
+    count = (6 + 2 * again) * L4 * weights * tokens + 6 * V * h * tokens + \
+        (3.5 + again) * L4 * 4 * shape["batch"] * S4 * S4 * h
+    got = r["flops_per_step"]
+    check(f"width 128: {policy}'s total FLOPs within 2% of the matmul and attention count",
+          count <= got <= 1.02 * count, f"{got} vs {count:.0f} ({got / count - 1:+.2%})")
 
 check.finish()

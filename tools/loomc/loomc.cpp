@@ -904,8 +904,15 @@ int main(int argc, char **argv) {
         }
       }
       if (fits.empty())
-        fits = "no rematerialization policy fits: use more ranks (pp, tp) "
-               "or more micro-batches";
+        fits = llvm::formatv(
+                   "no rematerialization policy fits (model states and "
+                   "inputs alone take {0:F3} GB on a rank): use more ranks "
+                   "(pp, tp){1}",
+                   double(plan->worstRankStateBytes()) / 1e9,
+                   plan->worstRankStateBytes() > cluster->memoryBytes
+                       ? ""
+                       : " or more micro-batches")
+                   .str();
       fitError = llvm::formatv(
                      "the model needs {0:F3} GB on its most loaded rank "
                      "without recomputation (--remat=none, the default), "
