@@ -226,6 +226,11 @@ OpResult loom::analysis::yieldedIntoResult(Value v) {
   return {};
 }
 
+bool loom::analysis::writtenIntoAccumulator(Value v) {
+  return accumulatesInto(v) || updatedInPlace(v) || addsIntoSlice(v) ||
+         accumulatedBy(v);
+}
+
 AddOp loom::analysis::accumulatedBy(Value r) {
   auto result = dyn_cast<OpResult>(r);
   auto kernel =
@@ -462,8 +467,7 @@ struct Planner {
             continue;
           // What it writes into an accumulator is that accumulator's (the
           // other stage's gradients, not this rank's zeros).
-          if (accumulatesInto(r) || updatedInPlace(r) || addsIntoSlice(r) ||
-              accumulatedBy(r))
+          if (writtenIntoAccumulator(r))
             continue;
           bool drivenYield = driven.contains(block.getParentOp());
           if (!llvm::any_of(r.getUsers(), [&](Operation *u) {
@@ -576,8 +580,7 @@ struct Planner {
           continue;
         // Nor a loop's accumulation written into its carry (or a slice of
         // it), nor a contribution its kernel adds there itself.
-        if (accumulatesInto(r) || updatedInPlace(r) || addsIntoSlice(r) ||
-            accumulatedBy(r))
+        if (writtenIntoAccumulator(r))
           continue;
         // Nor an iteration's slice written into the loop's result.
         if (inPlaceYields && yieldedIntoResult(r))

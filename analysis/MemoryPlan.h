@@ -96,6 +96,10 @@ mlir::BlockArgument addsIntoSlice(mlir::Value v);
 /// gradient accumulation).
 loom::train::AddOp accumulatedBy(mlir::Value r);
 
+/// Whether `v` is written into an accumulator's bytes (any of the four
+/// above), so that it has none of its own.
+bool writtenIntoAccumulator(mlir::Value v);
+
 /// When `v`, made by an op of a loop's body and read by nothing else, is
 /// the slice that the body yields for one of the loop's own stacked results
 /// (not a residual, not an accumulation over a slice): that result. Where

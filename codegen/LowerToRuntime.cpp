@@ -743,8 +743,7 @@ struct Emitter {
         // An accumulation written into its carry leaves the carry as it
         // is where it does not run: zeros (its seed) where the carry is
         // another stage's, and no write where this rank does not hold it.
-        if (!needsZeros(r) || accumulatesInto(r) || updatedInPlace(r) ||
-            addsIntoSlice(r) || accumulatedBy(r))
+        if (!needsZeros(r) || writtenIntoAccumulator(r))
           continue;
         auto type = cast<RankedTensorType>(r.getType());
         if (!isa<FloatType>(type.getElementType()))
