@@ -133,7 +133,9 @@ FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
   layout.evalOps = evaluationOps(model);
 
   // An update is written in place when its op is the last to read the value
-  // it replaces and nothing else reads the new value.
+  // it replaces and nothing else reads the new value, or when it is the
+  // gather of updated blocks (ZeRO below stage 3) and everything that reads
+  // the value it replaces ran before it.
   DenseMap<Operation *, int64_t> order;
   int64_t n = 0;
   for (Operation &op : body)
@@ -142,9 +144,10 @@ FailureOr<ModelLayout> loom::analysis::layoutModel(ModelOp model) {
        llvm::zip(output.getUpdates(), model.getStateOps())) {
     int64_t index = layout.stepPersistent.lookup(carried->getResult(0));
     Operation *def = update.getDefiningOp();
+    bool reads = def && llvm::is_contained(def->getOperands(),
+                                           carried->getResult(0));
     bool inPlace = def && def->getBlock() == &body && update.hasOneUse() &&
-                   llvm::is_contained(def->getOperands(),
-                                      carried->getResult(0));
+                   (reads || isa<loom::dist::AllGatherOp>(def));
     if (inPlace)
       for (Operation *user : carried->getResult(0).getUsers()) {
         Operation *anc = body.findAncestorOpInBlock(*user);

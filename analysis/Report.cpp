@@ -290,6 +290,8 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
         s.optimizerStateBytes += tensorBytes(t.type);
       }
     }
+  if (auto zero = loom::dist::attrs(rank).getZeroAttrHelper().getAttr(rank))
+    zeroStage = zero.getInt();
   rank.walk([&](Operation *op) {
     Value grad;
     if (auto u = dyn_cast<SGDUpdateOp>(op))
@@ -298,6 +300,16 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
       grad = u.getGrad();
     if (!grad)
       return;
+    // The gradient buffer the rank holds: what an update reads, or, under
+    // ZeRO-1, where that is the (clipped) reduce-scatter of a whole
+    // gradient in the step's body (its one reduction before the
+    // optimizer), the whole gradient it reads.
+    if (auto mul = grad.getDefiningOp<MulOp>())
+      if (cast<RankedTensorType>(mul.getRhs().getType()).getRank() == 0)
+        grad = mul.getLhs();
+    if (auto scatter = grad.getDefiningOp<loom::dist::ReduceScatterOp>())
+      if (zeroStage == 1 && scatter->getBlock() == &body)
+        grad = scatter.getInput();
     auto on = loom::dist::attrs(op).getOnAttrHelper().getAttr(op);
     for (int64_t r = 0; r < pp; ++r)
       if (!on || !ppName || loom::dist::onAdmits(on.get(ppName), r))
@@ -546,6 +558,7 @@ llvm::json::Value Report::toJSON() const {
                          {"matmul_flops_per_step", matmulFlopsPerStep},
                          {"attention_flops_per_step", attentionFlopsPerStep},
                          {"remat", remat},
+                         {"zero_stage", zeroStage},
                          {"recompute_flops_per_step", recomputeFlopsPerStep},
                          {"recompute_communication_bytes_per_step",
                           [&] {
@@ -620,6 +633,15 @@ void Report::print(llvm::raw_ostream &os) const {
   os << ")\n";
   if (!remat.empty())
     os << "    recomputation: " << remat << "\n";
+  if (zeroStage > 0)
+    os << "    ZeRO stage " << zeroStage << " over "
+       << config.mesh.getAxis(AxisRole::Data).getValue() << " (" << dp
+       << " ranks): "
+       << (zeroStage == 1   ? "optimizer state split"
+           : zeroStage == 2 ? "optimizer state and gradients split"
+                            : "optimizer state, gradients and parameters "
+                              "split")
+       << "\n";
   os << "    inputs              " << gigabytes(inputBytes) << "\n"
      << "    total               " << gigabytes(totalBytes()) << "\n";
   if (!pipelineRanks.empty()) {

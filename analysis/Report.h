@@ -91,6 +91,9 @@ struct Report {
   /// The rematerialization policy the step was compiled with (loomc's
   /// --remat, or per layer what --remat=budget chose).
   std::string remat;
+  /// The ZeRO stage the rank program was compiled with (`dist.zero`; 0
+  /// without).
+  int64_t zeroStage = 0;
   /// What the backward recomputes (ops of backward loop bodies marked
   /// `train.recompute`, times their loops' counts), within the above.
   int64_t recomputeFlopsPerStep = 0, recomputeMatmulFlopsPerStep = 0,

@@ -41,6 +41,7 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     return;
   // A pipeline's stages split the program among ranks once dp and tp have
   // given it per-rank types (the collectives they add run on every rank).
+  add(createDistZero(DistZeroOptions{options.zero}));
   add(createDistShardingPropagation(DistShardingPropagationOptions{
       options.sharding, options.sequenceParallel}));
   add(createDistPartition());

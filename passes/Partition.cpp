@@ -69,7 +69,8 @@ struct Partitioner {
     return success();
   }
 
-  /// `v` (split as `held[v]`) split as `want`.
+  /// `v` (split as `held[v]`) split as `want`, once for all uses, right
+  /// after `v`'s definition.
   FailureOr<Value> reshard(Value v, ArrayRef<Axes> want, Location loc) {
     SmallVector<Axes> have = held.lookup(v);
     if (have.empty())
@@ -84,6 +85,16 @@ struct Partitioner {
       b.setInsertionPointToStart(arg.getOwner());
     else
       b.setInsertionPointAfter(v.getDefiningOp());
+    Value cur = reshardAt(b, v, want, loc);
+    reshards[{v, key}] = cur;
+    return cur;
+  }
+
+  /// The chain of collectives that splits `v` as `want`, built at `b`.
+  Value reshardAt(OpBuilder &b, Value v, ArrayRef<Axes> want, Location loc) {
+    SmallVector<Axes> have = held.lookup(v);
+    if (have.empty())
+      have.resize(want.size());
     Value cur = v;
     // Gather the axes a dimension loses, innermost first.
     for (int64_t d = 0, e = want.size(); d < e; ++d) {
@@ -115,7 +126,6 @@ struct Partitioner {
       ++shards;
     }
     held[cur] = SmallVector<Axes>(want.begin(), want.end());
-    reshards[{v, key}] = cur;
     return cur;
   }
 
@@ -165,6 +175,19 @@ struct Partitioner {
     Value v = operand.get();
     if (!isa<RankedTensorType>(v.getType()))
       return success();
+    // A stored parameter is resharded for each op that reads it, right
+    // before it: a parameter split over dp (ZeRO-3) is gathered for each
+    // use and its whole copy dies there, and the block an update takes
+    // of a whole one is made where the update runs.
+    if (v.getDefiningOp<ParamOp>()) {
+      SmallVector<Axes> have = held.lookup(v);
+      have.resize(want.size());
+      if (ArrayRef<Axes>(have) != want) {
+        OpBuilder b(operand.getOwner());
+        operand.set(reshardAt(b, v, want, operand.getOwner()->getLoc()));
+      }
+      return success();
+    }
     FailureOr<Value> r = reshard(v, want, operand.getOwner()->getLoc());
     if (failed(r))
       return failure();
@@ -292,6 +315,70 @@ struct Partitioner {
     return success();
   }
 
+  /// An all-reduce whose result propagation split over an axis it
+  /// reduces (ZeRO's reduction of a gradient before the optimizer): a
+  /// reduce-scatter onto that dimension where the operand is a partial sum
+  /// over the axis, else (nothing to sum) this rank's block. Returns
+  /// whether `reduce` was replaced.
+  FailureOr<bool> partitionScatteringReduce(dist::AllReduceOp reduce) {
+    Value in = reduce.getInput();
+    SmallVector<Axes> want = recorded(reduce.getResult());
+    SmallVector<Axes> have = held.lookup(in);
+    have.resize(want.size());
+    int64_t dim = -1;
+    StringAttr axis;
+    for (auto [d, axes] : llvm::enumerate(want))
+      for (StringAttr a : axes)
+        if (!llvm::is_contained(have[d], a) &&
+            llvm::is_contained(reduce.getAxes(), a)) {
+          if (dim >= 0)
+            return reduce.emitOpError("splits its result over more than one "
+                                      "of the axes it reduces");
+          dim = int64_t(d);
+          axis = a;
+        }
+    if (dim < 0)
+      return false;
+    if (reduce.getAxes().size() != 1 || reduce.getMax() ||
+        reduce.getMembers())
+      return reduce.emitOpError("reduces over ")
+             << reduce.getAxes()
+             << " and splits its result over one of them: only a sum over "
+                "one axis becomes a reduce-scatter";
+    dist::ShardingAttr operand = getSharding(in);
+    bool partial =
+        operand && llvm::is_contained(operand.getUnreduced(), axis);
+    Value local;
+    if (partial) {
+      SmallVector<Axes> scatteredDims = have;
+      scatteredDims[dim].push_back(axis);
+      if (ArrayRef<Axes>(scatteredDims) != ArrayRef<Axes>(want))
+        return reduce.emitOpError("cannot reduce-scatter into ")
+               << axesAttr(want) << " from " << axesAttr(have);
+      auto type = cast<RankedTensorType>(in.getType());
+      SmallVector<int64_t> shape(type.getShape());
+      if (shape[dim] % mesh.getAxisSize(axis.getValue()) != 0)
+        return reduce.emitOpError("dimension ")
+               << dim << " of " << type << " does not divide over " << axis;
+      shape[dim] /= mesh.getAxisSize(axis.getValue());
+      OpBuilder b(reduce);
+      auto scatter = dist::ReduceScatterOp::create(
+          b, reduce.getLoc(), RankedTensorType::get(shape, type.getElementType()),
+          in, reduce.getAxes(), b.getI64IntegerAttr(dim));
+      held[scatter] = want;
+      ++scatters;
+      local = scatter;
+    } else {
+      FailureOr<Value> block = reshard(in, want, reduce.getLoc());
+      if (failed(block))
+        return failure();
+      local = *block;
+    }
+    reduce.getResult().replaceAllUsesWith(local);
+    reduce.erase();
+    return true;
+  }
+
   LogicalResult partitionBlock(Block &block) {
     for (Operation &op : llvm::make_early_inc_range(block)) {
       if (isa<ParamOp, InputOp, StateOp, IterationOp, dist::ShardOp>(op))
@@ -304,6 +391,11 @@ struct Partitioner {
           llvm::none_of(op.getOperandTypes(), isTensor))
         continue;
       if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
+        FailureOr<bool> scattered = partitionScatteringReduce(reduce);
+        if (failed(scattered))
+          return failure();
+        if (*scattered)
+          continue;
         if (failed(setLocalType(reduce.getResult(),
                                 recorded(reduce.getResult()), reduce.getLoc())))
           return failure();
@@ -397,6 +489,66 @@ struct Partitioner {
     }
   }
 
+  /// Partial sums reduce-scattered alike and then added are added first
+  /// and reduce-scattered once (the embedding tied to the head: its two
+  /// gradients are one gradient, reduced once, also where each is added
+  /// into a micro-batch accumulator in turn): `rs(x) + rs(y)` becomes
+  /// `rs(x + y)`, and `(a + rs(x)) + rs(y)` becomes `a + rs(x + y)`.
+  void sumBeforeScatter() {
+    auto scattered = [](Value v) {
+      auto rs = v.getDefiningOp<dist::ReduceScatterOp>();
+      return rs && rs->hasOneUse() ? rs : dist::ReduceScatterOp();
+    };
+    auto alike = [](dist::ReduceScatterOp a, dist::ReduceScatterOp b) {
+      return a && b && a != b && a.getAxes() == b.getAxes() &&
+             a.getDim() == b.getDim() &&
+             a.getInput().getType() == b.getInput().getType() &&
+             a->getBlock() == b->getBlock();
+    };
+    SmallVector<AddOp> adds;
+    model.walk([&](AddOp add) { adds.push_back(add); });
+    DenseSet<Operation *> erased;
+    for (AddOp add : adds) {
+      if (erased.contains(add))
+        continue;
+      dist::ReduceScatterOp x, y = scattered(add.getRhs());
+      Value rest;
+      AddOp inner;
+      if (auto lhs = scattered(add.getLhs()); alike(lhs, y)) {
+        x = lhs;
+      } else if ((inner = add.getLhs().getDefiningOp<AddOp>()) &&
+                 inner->hasOneUse() && inner->getBlock() == add->getBlock() &&
+                 inner.getType() == add.getType()) {
+        if (auto r = scattered(inner.getRhs()); alike(r, y)) {
+          x = r;
+          rest = inner.getLhs();
+        } else if (auto l = scattered(inner.getLhs()); alike(l, y)) {
+          x = l;
+          rest = inner.getRhs();
+        }
+      }
+      if (!x || x->getBlock() != add->getBlock())
+        continue;
+      OpBuilder b(add);
+      auto sum = AddOp::create(b, add.getLoc(), x.getInput(), y.getInput());
+      auto scatter = dist::ReduceScatterOp::create(
+          b, add.getLoc(), y.getType(), sum, y.getAxes(), y.getDimAttr());
+      sharding::markRecomputed(y.getInput(), scatter);
+      Value total = scatter;
+      if (rest)
+        total = AddOp::create(b, add.getLoc(), rest, scatter);
+      add.getResult().replaceAllUsesWith(total);
+      add.erase();
+      if (inner) {
+        erased.insert(inner);
+        inner.erase();
+      }
+      x.erase();
+      y.erase();
+      --scatters;
+    }
+  }
+
   LogicalResult run() {
     model.walk(
         [&](ShardingRuleOpInterface op) { rules[op] = op.getShardingRule(); });
@@ -437,6 +589,7 @@ struct Partitioner {
     if (failed(partitionBlock(body)))
       return failure();
     fuseReduceScatters();
+    sumBeforeScatter();
     model.walk([&](Operation *op) {
       op->removeAttr(dist::attrs(op).getShardingAttrHelper().getName());
       op->removeAttr(dist::attrs(op).getArgShardingsAttrHelper().getName());

@@ -84,6 +84,11 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
                      "and norms from the saved matmul outputs) or full "
                      "(each layer from its input)"),
       llvm::cl::init("none")};
+  Option<int64_t> zero{
+      *this, "zero",
+      llvm::cl::desc("ZeRO stage over the data axis: 0 (none), 1 (optimizer "
+                     "state split), 2 (and gradients), 3 (and parameters)"),
+      llvm::cl::init(0)};
   Option<std::string> schedule{
       *this, "schedule",
       llvm::cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, "

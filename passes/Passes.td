@@ -329,6 +329,54 @@ def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleO
   ];
 }
 
+def DistZero : Pass<"dist-zero", "::mlir::ModuleOp"> {
+  let summary = "ZeRO: split the optimizer step's state over the data axis";
+  let description = [{
+    Runs on the training step (after `train-optimizer`), before
+    `dist-sharding-propagation`, on every model with a `dist.mesh` that has
+    a data axis. It records the stage as `dist.zero` on the model, and
+    propagation, once the data and tensor splits have settled, splits what
+    the stage names over the data axis, on one dimension of each
+    parameter's (for a stacked parameter, of each layer's slice: the
+    first dimension that no other axis splits and that divides, as FSDP2
+    splits dimension 0 of each parameter):
+
+    - stage 1: the optimizer state. The update runs on this rank's block of
+      each parameter, its gradient and its state; the updated blocks are
+      all-gathered into the whole parameter. The gradients stay whole and
+      unreduced until the optimizer (accumulated in full over
+      micro-batches), where each is reduce-scattered once: `dist-zero`
+      inserts that reduction (`dist.all_reduce` over the data axis) after
+      each gradient the optimizer reads, and partitioning turns it into a
+      `dist.reduce_scatter` because its result is split over the axis it
+      reduces. Per step the bytes of one all-reduce.
+    - stage 2: the gradients too: a gradient is split wherever it is
+      made, so each layer's weight gradient is reduce-scattered right
+      after the op that makes it, for every micro-batch, into an
+      accumulator of one block; the whole gradient is never kept.
+    - stage 3: the parameters too: each is stored as its block and
+      gathered whole before each use, in the forward and again in the
+      backward (inside the layer loops, one layer at a time).
+
+    The clipping norm is summed over the blocks (one scalar all-reduce).
+    A parameter with no dimension that divides by the data axis stays
+    whole (a remark names it). `stage=0` does nothing.
+
+    ```mlir
+    // --dist-zero="stage=1" on a model with dist.mesh = #dist.mesh<["dp" = 4]>
+    train.model @m attributes {dist.mesh = ..., dist.zero = 1 : i64} {
+      ...
+      %g = dist.all_reduce %dw over ["dp"] : tensor<16x4xf32>
+      %w1, %m1, %v1 = train.adamw_update %w, %g, %m, %v ...
+    ```
+  }];
+  let options = [
+    Option<"stage", "stage", "int64_t", "0",
+           "0 (no ZeRO), 1 (optimizer state), 2 (and gradients), 3 (and parameters)">,
+  ];
+  let dependentDialects = ["::loom::dist::DistDialect"];
+}
+
 def DistPartition : Pass<"dist-partition", "::mlir::ModuleOp"> {
   let summary = "Turn a sharded training step into the program of one rank";
   let description = [{

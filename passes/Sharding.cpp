@@ -153,3 +153,23 @@ void loom::sharding::markRecomputed(Value source, Operation *collective) {
   if (def && recompute.isAttrPresent(def))
     recompute.setAttr(collective, UnitAttr::get(collective->getContext()));
 }
+
+loom::sharding::OptimizerUpdate loom::sharding::asOptimizerUpdate(Operation *op) {
+  if (auto u = dyn_cast<SGDUpdateOp>(op))
+    return {&u.getParamMutable(), &u.getGradMutable()};
+  if (auto u = dyn_cast<AdamWUpdateOp>(op))
+    return {&u.getParamMutable(), &u.getGradMutable()};
+  return {};
+}
+
+Value loom::sharding::unclippedGradient(Value grad) {
+  auto mul = grad.getDefiningOp<MulOp>();
+  if (!mul)
+    return grad;
+  auto scalar = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getRank() == 0;
+  };
+  if (scalar(mul.getRhs()) && !scalar(mul.getLhs()))
+    return mul.getLhs();
+  return grad;
+}

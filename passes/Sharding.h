@@ -72,6 +72,18 @@ llvm::SmallVector<RepeatLink> repeatLinks(train::RepeatOp repeat);
 /// the report counts what they send.
 void markRecomputed(mlir::Value source, mlir::Operation *collective);
 
+/// The parameter and gradient operands of an optimizer update
+/// (`train.sgd_update`, `train.adamw_update`); null for another op.
+struct OptimizerUpdate {
+  mlir::OpOperand *param = nullptr, *grad = nullptr;
+  explicit operator bool() const { return param; }
+};
+OptimizerUpdate asOptimizerUpdate(mlir::Operation *op);
+
+/// The gradient an update's `grad` operand scales by the clipping factor
+/// (a product with a 0-d tensor), or the operand itself.
+mlir::Value unclippedGradient(mlir::Value grad);
+
 } // namespace loom::sharding
 
 #endif // LOOM_PASSES_SHARDING_H

@@ -35,6 +35,9 @@ struct Propagation {
     SmallVector<bool> frozen;
     /// Annotations' priorities (-1: none).
     SmallVector<int64_t> priority;
+    /// Axes no dimension may take (a parameter that ZeRO below stage 3
+    /// keeps whole over the data axis).
+    Axes barred;
   };
   DenseMap<Value, State> states;
 
@@ -77,6 +80,9 @@ struct Propagation {
   /// other dimensions, and dividing it.
   bool fits(Value v, int64_t d, ArrayRef<StringAttr> axes) {
     State &s = states[v];
+    for (StringAttr a : axes)
+      if (llvm::is_contained(s.barred, a))
+        return false;
     for (auto [i, other] : llvm::enumerate(s.dims))
       if (int64_t(i) != d)
         for (StringAttr a : axes)
@@ -343,6 +349,30 @@ struct Propagation {
     return changed;
   }
 
+  /// An all-reduce passes the splits of the axes it does not reduce; the
+  /// axes it reduces cannot cross it (its operand is a partial sum over
+  /// them, its result may be split over them: a reduce-scatter).
+  bool propagateAllReduce(dist::AllReduceOp reduce) {
+    Value in = reduce.getInput(), out = reduce.getResult();
+    if (!tracked(in) || !tracked(out))
+      return false;
+    auto kept = [&](const Axes &axes) {
+      Axes prefix;
+      for (StringAttr a : axes) {
+        if (llvm::is_contained(reduce.getAxes(), a))
+          break;
+        prefix.push_back(a);
+      }
+      return prefix;
+    };
+    bool changed = false;
+    for (int64_t d = 0, e = states[in].dims.size(); d < e; ++d) {
+      changed |= offer(out, d, kept(states[in].dims[d]));
+      changed |= offer(in, d, kept(states[out].dims[d]));
+    }
+    return changed;
+  }
+
   bool sweep(bool forward) {
     SmallVector<Operation *> ops;
     model.walk<WalkOrder::PreOrder>([&](Operation *op) { ops.push_back(op); });
@@ -350,7 +380,9 @@ struct Propagation {
       std::reverse(ops.begin(), ops.end());
     bool changed = false;
     for (Operation *op : ops) {
-      if (auto rule = dyn_cast<ShardingRuleOpInterface>(op))
+      if (auto reduce = dyn_cast<dist::AllReduceOp>(op))
+        changed |= propagateAllReduce(reduce);
+      else if (auto rule = dyn_cast<ShardingRuleOpInterface>(op))
         changed |= propagateOp(rule);
       else if (auto repeat = dyn_cast<RepeatOp>(op))
         changed |= propagateRepeat(repeat);
@@ -512,10 +544,121 @@ struct Propagation {
       setFrom(result, effective(slice));
   }
 
+  /// What an all-reduce leaves unreduced: its operand's partial axes but
+  /// the ones it reduces.
+  void partialAllReduce(dist::AllReduceOp reduce) {
+    Value in = reduce.getInput(), out = reduce.getResult();
+    std::optional<Axes> u = effective(in);
+    if (!u) {
+      flexible.insert(out);
+      return;
+    }
+    Axes left;
+    for (StringAttr a : *u)
+      if (!llvm::is_contained(reduce.getAxes(), a))
+        left.push_back(a);
+    bool clash = llvm::any_of(states[out].dims, [&](const Axes &dim) {
+      return llvm::any_of(
+          dim, [&](StringAttr a) { return llvm::is_contained(left, a); });
+    });
+    if (clash) {
+      force(in);
+      left.clear();
+    }
+    unreduced[out] = left;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // ZeRO
+  //===--------------------------------------------------------------------===//
+
+  int64_t zeroStage = 0, wholeUnderZero = 0;
+
+  /// Whether `v` reaches a repeat as a stacked operand (directly or as an
+  /// invariant of enclosing loops: a micro-batch loop's layer loop).
+  bool reachesAsStacked(Value v, int depth = 0) {
+    if (depth > 8)
+      return false;
+    for (OpOperand &use : v.getUses()) {
+      auto repeat = dyn_cast<RepeatOp>(use.getOwner());
+      if (!repeat)
+        continue;
+      for (const RepeatLink &link : repeatLinks(repeat))
+        if (link.outer == v && link.stacked)
+          return true;
+      for (const RepeatLink &link : repeatLinks(repeat))
+        if (link.outer == v && isa<BlockArgument>(link.inner) &&
+            reachesAsStacked(link.inner, depth + 1))
+          return true;
+    }
+    return false;
+  }
+
+  /// The dimension ZeRO splits parameter `p` on: the first of each layer's
+  /// slice (a stacked parameter's leading layer dimension is kept) that no
+  /// axis splits and that divides over the data axis.
+  std::optional<int64_t> zeroDim(Value p, StringAttr data) {
+    State &s = states[p];
+    if (llvm::any_of(s.dims, [&](const Axes &dim) {
+          return llvm::is_contained(dim, data);
+        }))
+      return std::nullopt;
+    auto type = cast<RankedTensorType>(p.getType());
+    int64_t n = mesh.getGroupSize(ArrayRef<StringAttr>{data});
+    for (int64_t d = reachesAsStacked(p) ? 1 : 0; d < type.getRank(); ++d)
+      if (s.dims[d].empty() && type.getDimSize(d) % n == 0)
+        return d;
+    return std::nullopt;
+  }
+
+  /// Splits what the ZeRO stage names over the data axis: each update's
+  /// results (the updated block; the optimizer state follows them), the
+  /// gradient it reads (stage 2 and up; stage 1's reduction, placed by
+  /// dist-zero, keeps the gradient itself whole) and the parameter
+  /// (stage 3; below it the parameter is barred from the axis, and the
+  /// update takes its block).
+  void applyZero() {
+    StringAttr data = mesh.getAxis(dist::AxisRole::Data);
+    if (!data)
+      return;
+    model.walk([&](Operation *op) {
+      sharding::OptimizerUpdate update = sharding::asOptimizerUpdate(op);
+      if (!update)
+        return;
+      Value p = update.param->get();
+      auto param = p.getDefiningOp<ParamOp>();
+      if (!param || !tracked(p))
+        return;
+      std::optional<int64_t> z = zeroDim(p, data);
+      if (!z) {
+        if (!llvm::any_of(states[p].dims, [&](const Axes &dim) {
+              return llvm::is_contained(dim, data);
+            })) {
+          ++wholeUnderZero;
+          param.emitWarning("ZeRO keeps parameter '")
+              << param.getName() << "' whole: no dimension of "
+              << (reachesAsStacked(p) ? "its layer slice " : "it ")
+              << "divides over " << data.getValue() << "="
+              << mesh.getGroupSize(ArrayRef<StringAttr>{data});
+        }
+        return;
+      }
+      Axes dp{data};
+      if (zeroStage >= 3)
+        offer(p, *z, dp);
+      else
+        states[p].barred.push_back(data);
+      for (Value r : op->getResults())
+        pin(r, *z, dp);
+    });
+  }
+
   void partialBlock(Block &block) {
     for (Operation &op : block) {
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         partialRepeat(repeat);
+      } else if (auto reduce = dyn_cast<dist::AllReduceOp>(op)) {
+        partialAllReduce(reduce);
       } else if (auto rule = dyn_cast<ShardingRuleOpInterface>(op)) {
         partialOp(rule);
       } else if (isa<YieldOp>(op)) {
@@ -571,6 +714,14 @@ struct Propagation {
     bool forward = true;
     for (int idle = 0; idle < 2 && sweeps < 1000; ++sweeps, forward = !forward)
       idle = sweep(forward) ? 0 : idle + 1;
+    // ZeRO splits over the data axis once the data and tensor splits have
+    // settled (which dimension is free depends on them).
+    if (zeroStage > 0) {
+      applyZero();
+      for (int idle = 0; idle < 2 && sweeps < 2000;
+           ++sweeps, forward = !forward)
+        idle = sweep(forward) ? 0 : idle + 1;
+    }
 
     do {
       forcedMore = false;
@@ -662,6 +813,8 @@ struct DistShardingPropagationPass
         continue;
       Propagation p(model, meshAttr);
       p.sequenceParallel = sequenceParallel;
+      if (auto zero = dist::attrs(model).getZeroAttrHelper().getAttr(model))
+        p.zeroStage = zero.getInt();
       if (failed(p.run(preset)))
         return signalPassFailure();
       numConflicts += p.conflicts;

@@ -95,7 +95,8 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
       failed(typed(getGlobalShapeAttrHelper(), "an array<i64>")) ||
       failed(typed(getShardGroupsAttrHelper(), "an array<i64>")) ||
       failed(typed(getPartAttrHelper(), "a #dist.part")) ||
-      failed(typed(getVerifiedAttrHelper(), "a #dist.verified")))
+      failed(typed(getVerifiedAttrHelper(), "a #dist.verified")) ||
+      failed(typed(getZeroAttrHelper(), "an integer")))
     return failure();
 
   MeshAttr mesh = MeshAttr::lookup(op);
@@ -103,6 +104,15 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
       name == getPipelineAttrHelper().getName() ||
       name == getVerifiedAttrHelper().getName())
     return success(); // Their own verifiers checked them.
+
+  if (name == getZeroAttrHelper().getName()) {
+    int64_t stage = getZeroAttrHelper().getAttr(op).getInt();
+    if (stage < 1 || stage > 3)
+      return fail() << "names ZeRO stage " << stage << "; stages are 1, 2, 3";
+    if (!mesh || !mesh.getAxis(AxisRole::Data))
+      return fail() << "needs a mesh with a data axis to shard over";
+    return success();
+  }
 
   if (name == getStageAttrHelper().getName() ||
       name == getStagesAttrHelper().getName()) {

@@ -72,7 +72,11 @@ def Dist_Dialect : Dialect {
     // the part starts in it.
     "::loom::dist::PartAttr":$part,
     // On a rank program: what dist-verify-communication proved.
-    "::loom::dist::VerifiedAttr":$verified
+    "::loom::dist::VerifiedAttr":$verified,
+    // On a train.model: the ZeRO stage (1 to 3) dist-zero chose over the
+    // mesh's data axis; dist-sharding-propagation splits the optimizer
+    // state (1), the gradients (2) and the parameters (3) over it.
+    "::mlir::IntegerAttr":$zero
   );
 }
 

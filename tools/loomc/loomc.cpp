@@ -102,6 +102,15 @@ static cl::opt<std::string> rematPolicy(
     cl::value_desc("none|selective|full"), cl::init("none"),
     cl::cat(loomcCategory));
 
+static cl::opt<int> zeroStage(
+    "zero",
+    cl::desc("ZeRO stage over the data axis: 0 (none, the default), 1 (the "
+             "optimizer state split over dp; gradients reduce-scattered "
+             "once, updated blocks all-gathered), 2 (and the gradients, "
+             "reduce-scattered where each is made), 3 (and the parameters, "
+             "gathered for each use)"),
+    cl::value_desc("0|1|2|3"), cl::init(0), cl::cat(loomcCategory));
+
 static cl::opt<std::string> rematBudget(
     "remat-budget",
     cl::desc("With --remat=budget: the activation bytes a rank may hold "
@@ -720,6 +729,16 @@ int main(int argc, char **argv) {
     if ((rematPolicy == "budget") != (rematBudget.getNumOccurrences() > 0))
       return fail("--remat=budget and --remat-budget=BYTES go together");
   }
+  if (zeroStage < 0 || zeroStage > 3)
+    return fail(llvm::formatv("--zero={0}: expected 0, 1, 2 or 3",
+                              int(zeroStage))
+                    .str());
+  if (zeroStage > 0 &&
+      (!config.mesh || !config.mesh.getAxis(loom::dist::AxisRole::Data)))
+    return fail(llvm::formatv("--zero={0} splits over the data axis: give "
+                              "--mesh with one (dp=N)",
+                              int(zeroStage))
+                    .str());
   int64_t pp =
       config.mesh ? config.mesh.getSize(loom::dist::AxisRole::Pipeline) : 1;
   if (microBatches < 1 || microBatches > loom::kMaxRepeatCount)
@@ -797,10 +816,13 @@ int main(int argc, char **argv) {
   options.sharding = shardingPreset;
   options.sequenceParallel = sequenceParallel;
   options.remat = rematPolicy;
+  options.zero = zeroStage;
   options.schedule = scheduleSpec;
   options.afterPass = afterPass;
+  // Where the rank program holds more than its share of a batch (tensor
+  // or pipeline splits, ZeRO's blocks), the report plans from it.
   bool tensorOrPipeline =
-      pp > 1 ||
+      pp > 1 || zeroStage > 0 ||
       (config.mesh && config.mesh.getSize(loom::dist::AxisRole::Tensor) > 1);
   if (rematPolicy == "budget") {
     std::optional<int64_t> budget = parseBytes(rematBudget);
@@ -880,8 +902,7 @@ int main(int argc, char **argv) {
           loom::analysis::countCommunication(rank, config.mesh, cluster));
       // A mesh that splits more than the batch: activations and time are
       // the rank program's, not the one-rank plan's over dp.
-      if ((config.mesh.getSize(loom::dist::AxisRole::Tensor) > 1 || pp > 1) &&
-          failed(plan->useRankProgram(rank)))
+      if (tensorOrPipeline && failed(plan->useRankProgram(rank)))
         return 1;
     }
     // Printed after the report, which shows where the bytes go.

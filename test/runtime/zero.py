@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""ZeRO stages 0 to 3 (loomc --zero=N) on the parity GPT.
+
+Parity: trained for 6 steps, each layout matches the single-rank run of the
+same global batch (losses within 1e-5 + 1e-4 |loss|, final parameters within
+1e-4 relative), with AdamW and dropout (the parity model) and with SGD and a
+clip norm small enough that clipping changes every step (a wrong norm from
+the shards would show): stages 0-3 on dp=4, stage 3 on dp=2 x tp=2, stage 2
+on dp=2 with 4 micro-batches, stage 3 on pp=2 x dp=2 with 4 micro-batches.
+
+Layout (the rank programs): from stage 1 every optimizer state is stored as
+this rank's block over dp, from stage 3 every parameter; the norm is summed
+from the gradient blocks (no operand of the sum of squares is gathered) with
+one scalar all-reduce over dp.
+
+Bytes (a PMPI wrapper counts what each rank hands MPI, independently of
+the runtime), against formulas from the parameter shapes: with one
+micro-batch stages 1 and 2 send exactly plain data parallelism's bytes (a
+reduce-scatter and an all-gather are an all-reduce) and the norm's one
+scalar all-reduce; stage 3 the reduce-scatter and one all-gather of a
+parameter for each op that reads it, in the forward and in the backward
+(1.48x here, where biases are read in the forward only); stage 2 with M
+micro-batches reduce-scatters the gradients once per micro-batch where
+stage 1 does it once.
+
+Memory: the report's per-rank parameters, gradients and optimizer state
+equal the formulas P/Q (parameters whole, or their block), G (whole at
+stages 0 and 1, the block from 2) and K/N, from the parameter shapes."""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loomtest import Checks, MPIRUN, RUN_ENV, read_safetensors  # noqa: E402
+
+STEPS = 6
+SEED = 5
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--loomc", required=True)
+parser.add_argument("--loom-gen", required=True)
+parser.add_argument("--pmpi", required=True, help="the PMPI byte-counting library")
+args = parser.parse_args()
+
+work = tempfile.mkdtemp(prefix="loom-zero-")
+check = Checks()
+
+
+def generate(name, *extra):
+    path = os.path.join(work, name + ".mlir")
+    subprocess.run([sys.executable, args.loom_gen, "--preset", "parity", "--batch", "8",
+                    "--heads", "4", *extra, "-o", path], check=True)
+    return path
+
+
+def build(name, model, loomc_args):
+    exe = os.path.join(work, name)
+    phases = os.path.join(work, name + "-phases")
+    report = os.path.join(work, name + ".json")
+    r = subprocess.run([args.loomc, model, "-o", exe, "--dump-phases", phases,
+                        "--report-json", report, *loomc_args],
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"loomc {' '.join(loomc_args)} failed:\n{r.stderr}")
+    with open(os.path.join(phases, "2-rank-program.mlir")) as f:
+        program = f.read()
+    with open(report) as f:
+        return exe, program, json.load(f)
+
+
+def run(name, exe, ranks, pmpi=False):
+    metrics = os.path.join(work, name + ".%r.jsonl")
+    exported = os.path.join(work, name + ".safetensors")
+    cmd = [exe, "--steps", str(STEPS), "--seed", str(SEED), "--metrics", metrics,
+           "--timeout", "120"] + ([] if pmpi else ["--export", exported])
+    if ranks > 1 or pmpi:
+        cmd = MPIRUN + ["-n", str(ranks)] + (["-x", "LD_PRELOAD=" + args.pmpi] if pmpi else []) + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, env=RUN_ENV)
+    if r.returncode:
+        sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
+    with open(metrics.replace("%r", "0")) as f:
+        losses = [json.loads(line)["loss"] for line in f]
+    sent = {int(a): int(b) for a, b in re.findall(r"pmpi: rank (\d+) sent (\d+) bytes", r.stderr)}
+    return losses, (read_safetensors(exported) if not pmpi else {}), sent
+
+
+def compare(label, got, ref):
+    (losses, weights, _), (ref_losses, ref_weights, _) = got, ref
+    worst = max(abs(a - b) / (1e-5 + 1e-4 * abs(b)) for a, b in zip(losses, ref_losses))
+    check(f"{label}: losses", len(losses) == STEPS and worst <= 1.0,
+          f"{STEPS} steps, worst |loss - ref| / tolerance {worst:.3g}")
+    errs = {n: float(np.linalg.norm(weights[n] - w) / max(np.linalg.norm(w), 1e-30))
+            for n, w in ref_weights.items()}
+    name = max(errs, key=errs.get)
+    check(f"{label}: worst final-parameter relative error",
+          errs[name] <= 1e-4 and set(weights) == set(ref_weights), f"{errs[name]:.3g} ({name})")
+
+
+def definitions(program):
+    defs = {}
+    for line in program.splitlines():
+        m = re.match(r"\s*(%[\w.]+)(?::\d+)? = (.*)", line)
+        if m:
+            defs[m.group(1)] = m.group(2)
+    return defs
+
+
+def stored(program, op):
+    """The lines that define `op` (train.param or train.state), and those
+    of them stored as this rank's block (dist.shard_groups)."""
+    lines = [line for line in program.splitlines() if f"= {op} " in line]
+    return lines, [line for line in lines if "dist.shard_groups" in line]
+
+
+def check_layout(label, program, stage):
+    """States (stage >= 1) and parameters (stage 3) stored as dp blocks; the
+    norm from the gradient blocks and one scalar all-reduce over dp."""
+    states, split_states = stored(program, "train.state")
+    params, split_params = stored(program, "train.param")
+    want_states = len(states) if stage >= 1 else 0
+    want_params = len(params) if stage >= 3 else 0
+    check(f"{label}: optimizer states stored as blocks", len(split_states) == want_states,
+          f"{len(split_states)} of {len(states)}")
+    check(f"{label}: parameters stored as blocks", len(split_params) == want_params,
+          f"{len(split_params)} of {len(params)}")
+    if stage == 0:
+        return
+    defs = definitions(program)
+    sums = [d for d in defs.values() if d.startswith("train.sum_squares")]
+    gathered = [v for d in sums
+                for v in re.match(r"train.sum_squares ([^:]*?)(?: replicated over \d+)? :", d).group(1).split(", ")
+                if defs.get(v.split("#")[0], "").startswith("dist.all_gather")]
+    scalar = re.findall(r'dist.all_reduce(?:_start)? %\w+ over \["dp"\] : tensor<f32>', program)
+    check(f"{label}: the norm from the gradient blocks", sums and not gathered and scalar,
+          f"{len(sums)} sums of squares, {len(gathered)} gathered operands, "
+          f"{len(scalar)} scalar all-reduces over dp")
+
+
+# -- Parity ---------------------------------------------------------------
+adamw = generate("adamw", "--dropout", "0.1")
+sgd = generate("sgd", "--optimizer", "sgd", "--momentum", "0", "--weight-decay", "0",
+               "--lr", "0.5", "--warmup", "0", "--decay", "constant", "--clip", "0.05")
+sgd_free = generate("sgd-noclip", "--optimizer", "sgd", "--momentum", "0", "--weight-decay", "0",
+                    "--lr", "0.5", "--warmup", "0", "--decay", "constant", "--clip", "0")
+
+refs = {}
+for name, model in (("adamw", adamw), ("sgd", sgd)):
+    refs[name] = run(f"ref-{name}", build(f"ref-{name}", model, [])[0], 1)
+free = run("ref-sgd-noclip", build("ref-sgd-noclip", sgd_free, [])[0], 1)
+check("clipping changes the losses", all(a != b for a, b in zip(refs["sgd"][0][1:], free[0][1:])),
+      f"final loss {refs['sgd'][0][-1]:.5f} clipped, {free[0][-1]:.5f} not")
+
+reports = {}
+for name, model in (("adamw", adamw), ("sgd", sgd)):
+    for stage in range(4):
+        exe, program, report = build(f"{name}-z{stage}", model, ["--mesh", "dp=4", f"--zero={stage}"])
+        if name == "adamw":
+            check_layout(f"dp=4 ZeRO-{stage}", program, stage)
+            reports[stage] = report
+        compare(f"{name} dp=4 ZeRO-{stage}", run(f"{name}-z{stage}", exe, 4), refs[name])
+
+exe, program, _ = build("z3-tp2", adamw, ["--mesh", "dp=2,tp=2", "--zero=3"])
+over_tp = program.count('over ["tp"]')
+check("dp=2 x tp=2 ZeRO-3: layers split over tp", over_tp > 0, f"{over_tp} collectives over tp")
+check_layout("dp=2 x tp=2 ZeRO-3", program, 3)
+compare("adamw dp=2 x tp=2 ZeRO-3", run("z3-tp2", exe, 4), refs["adamw"])
+_, _, report = build("z3-tp2-sgd", sgd, ["--mesh", "dp=2,tp=2", "--zero=3"])
+compare("sgd dp=2 x tp=2 ZeRO-3", run("z3-tp2-sgd", os.path.join(work, "z3-tp2-sgd"), 4),
+        refs["sgd"])
+
+ref_m4 = {name: run(f"ref-{name}-m4", build(f"ref-{name}-m4", model, ["--micro-batches=4"])[0], 1)
+          for name, model in (("adamw", adamw), ("sgd", sgd))}
+for name, model in (("adamw", adamw), ("sgd", sgd)):
+    exe, program, _ = build(f"{name}-z2-m4", model, ["--mesh", "dp=2", "--zero=2", "--micro-batches=4"])
+    compare(f"{name} dp=2 ZeRO-2 M=4", run(f"{name}-z2-m4", exe, 2), ref_m4[name])
+
+# Stage 3 over a pipeline: each stage's parameters split over dp, gathered
+# per micro-batch in the forward and the backward of its layers.
+for name, model in (("adamw", adamw), ("sgd", sgd)):
+    exe, program, _ = build(f"{name}-z3-pp2", model,
+                            ["--mesh", "pp=2,dp=2", "--zero=3", "--micro-batches=4"])
+    if name == "adamw":
+        params, split = stored(program, "train.param")
+        check("pp=2 x dp=2 ZeRO-3: the stages' parameters stored as blocks",
+              params and len(split) == len(params), f"{len(split)} of {len(params)}")
+    compare(f"{name} pp=2 x dp=2 ZeRO-3 M=4", run(f"{name}-z3-pp2", exe, 4), ref_m4[name])
+
+# -- Report: model states per rank from the shapes --------------------------
+shapes = {}
+with open(adamw) as f:
+    for name, dims in re.findall(r'train.param "(\w+)" [^\n]*: tensor<([\dx]+)xf32>', f.read()):
+        shapes[name] = [int(d) for d in dims.split("x")]
+psi = sum(int(np.prod(s)) for s in shapes.values())
+n = 4
+for stage in range(4):
+    memory = reports[stage]["memory_per_rank_bytes"]
+    want = {"parameters": 4 * psi // (n if stage >= 3 else 1),
+            "gradients": 4 * psi // (n if stage >= 2 else 1),
+            "optimizer_state": 8 * psi // (n if stage >= 1 else 1)}
+    got = {k: memory.get(k) for k in want}
+    check(f"dp=4 ZeRO-{stage}: report's model states per rank", got == want and
+          reports[stage]["zero_stage"] == stage, f"{got} vs {want}")
+
+# -- Bytes ------------------------------------------------------------------
+def ring_allreduce(elements, n, rank=0):
+    """Bytes rank `rank` sends in the host runtime's ring all-reduce of
+    `elements` f32 values over n ranks: in each of n-1 reduce-scatter and
+    n-1 all-gather steps one chunk (n near-equal chunks)."""
+    def chunk(i):
+        base, extra = divmod(elements, n)
+        return base + (i < extra)
+    rs = sum(chunk((rank - s) % n) for s in range(n - 1))
+    ag = sum(chunk((rank + 1 - s) % n) for s in range(n - 1))
+    return 4 * (rs + ag)
+
+
+def half(elements, n):
+    """A reduce-scatter's or an all-gather's bytes per rank: (n-1)/n."""
+    assert elements % n == 0
+    return 4 * elements * (n - 1) // n
+
+
+sent = {}
+for stage in range(4):
+    exe = os.path.join(work, f"adamw-z{stage}")
+    sent[stage] = run(f"bytes-z{stage}", exe, 4, pmpi=True)[2][0] / STEPS
+scalar = ring_allreduce(1, n)
+# Plain data parallelism: one all-reduce of every gradient and the loss's
+# three scalars (the loss, its label count, the held-out flag's sum).
+want0 = ring_allreduce(psi, n) + 3 * scalar
+check("dp=4: plain data parallelism sends the gradients' all-reduce",
+      sent[0] == want0, f"{sent[0]:.0f} vs {want0} bytes per step and rank")
+# Stages 1 and 2: a reduce-scatter of every gradient and an all-gather of
+# every updated parameter (the bytes of the all-reduce), and the norm,
+# summed from the blocks, one scalar all-reduce more.
+want12 = half(psi, n) + half(psi, n) + 4 * scalar
+for stage in (1, 2):
+    check(f"dp=4: ZeRO-{stage} sends what plain data parallelism sends, and the norm's scalar",
+          sent[stage] == want12 and want12 - want0 == scalar,
+          f"{sent[stage]:.0f} vs {want12} bytes per step and rank")
+
+# Stage 3: the reduce-scatter of the gradients and one all-gather of a
+# parameter for each op that reads it: every parameter once in the
+# forward and the tied embedding twice (the lookup and the head); in the
+# backward the weights of the four linear layers (dx = dy w^T), the
+# norms' gains (their input gradients), the final norm's gain and the
+# tied embedding (the head's input gradient).
+layers = shapes["w_qkv"][0]
+size = lambda name: int(np.prod(shapes[name]))  # noqa: E731
+forward = psi + size("wte")
+backward = sum(size(w) for w in ("w_qkv", "w_o", "w_fc", "w_proj", "ln1_g", "ln2_g"))
+backward += size("lnf_g") + size("wte")
+want3 = half(psi, n) + half(forward + backward, n) + 4 * scalar
+check("dp=4: ZeRO-3 sends one gather per read parameter",
+      sent[3] == want3, f"{sent[3]:.0f} vs {want3} bytes per step "
+      f"({sent[3] / sent[0]:.3f}x plain data parallelism)")
+
+# Stage 2 with 4 micro-batches reduce-scatters the gradients of each
+# micro-batch; stage 1 accumulates them whole and reduce-scatters once.
+for stage in (1, 2):
+    exe, _, _ = build(f"bytes-z{stage}-m4", adamw, ["--mesh", "dp=2", f"--zero={stage}", "--micro-batches=4"])
+    sent[f"m4-{stage}"] = run(f"bytes-z{stage}-m4", exe, 2, pmpi=True)[2][0] / STEPS
+# Stage 1: one reduce-scatter and one all-gather of every gradient and
+# parameter, and the loss's and the norm's scalars (a few, whole); stage 2
+# three reduce-scatters more (one per micro-batch).
+scalars = sent["m4-1"] - 2 * half(psi, 2)
+check("dp=2 M=4: ZeRO-1 reduce-scatters the gradients once",
+      0 < scalars < 1024 and scalars % ring_allreduce(1, 2) == 0,
+      f"{sent['m4-1']:.0f} bytes per step: {2 * half(psi, 2)} and {scalars:.0f} of scalars")
+extra = sent["m4-2"] - sent["m4-1"]
+check("dp=2 M=4: ZeRO-2 reduce-scatters the gradients per micro-batch",
+      extra == 3 * half(psi, 2),
+      f"{extra:.0f} bytes per step more than ZeRO-1; three reduce-scatters of {psi} "
+      f"gradients: {3 * half(psi, 2)}")
+
+check.finish()
