@@ -419,17 +419,37 @@ struct Emitter {
       bucketsInFlight[start.getResult(0)] = bucket;
       return success();
     }
+    // The runtime's blocks split the outermost dimension; along an inner
+    // one, each block is the rows before it (the `_rows` forms place them
+    // side by side, with no transposed copies).
+    auto rowsBefore = [](RankedTensorType type, int64_t dim) {
+      int64_t rows = 1;
+      for (int64_t d : type.getShape().take_front(dim))
+        rows *= d;
+      return rows;
+    };
     if (auto gather = dyn_cast<dist::AllGatherOp>(op)) {
-      // collectivesOutermost made the gathered dimension outermost.
-      call("loomrt_comm_all_gather",
-           {ctx, group(gather.getGroupMask(mesh)), out, in,
-            i64(inType.getNumElements()), dtype});
+      int64_t rows = rowsBefore(inType, gather.getDim());
+      if (rows > 1)
+        call("loomrt_comm_all_gather_rows",
+             {ctx, group(gather.getGroupMask(mesh)), out, in, i64(rows),
+              i64(inType.getNumElements()), dtype});
+      else
+        call("loomrt_comm_all_gather",
+             {ctx, group(gather.getGroupMask(mesh)), out, in,
+              i64(inType.getNumElements()), dtype});
       return success();
     }
     if (auto scatter = dyn_cast<dist::ReduceScatterOp>(op)) {
-      call("loomrt_comm_reduce_scatter",
-           {ctx, group(scatter.getGroupMask(mesh)), out, in,
-            i64(outType.getNumElements()), dtype, i32(0)});
+      int64_t rows = rowsBefore(outType, scatter.getDim());
+      if (rows > 1)
+        call("loomrt_comm_reduce_scatter_rows",
+             {ctx, group(scatter.getGroupMask(mesh)), out, in, i64(rows),
+              i64(outType.getNumElements()), dtype, i32(0)});
+      else
+        call("loomrt_comm_reduce_scatter",
+             {ctx, group(scatter.getGroupMask(mesh)), out, in,
+              i64(outType.getNumElements()), dtype, i32(0)});
       return success();
     }
     auto shard = cast<dist::ShardOp>(op);
@@ -1157,68 +1177,6 @@ struct Emitter {
   }
 };
 
-/// The runtime's gathers and scatters take blocks one after another, which
-/// splits the outermost dimension; a collective along an inner dimension
-/// becomes a transpose that brings it outermost, the collective, and the
-/// transpose back.
-LogicalResult collectivesOutermost(ModelOp model) {
-  SmallVector<Operation *> inner;
-  model.walk([&](Operation *op) {
-    int64_t dim;
-    if (auto g = dyn_cast<dist::AllGatherOp>(op))
-      dim = g.getDim();
-    else if (auto r = dyn_cast<dist::ReduceScatterOp>(op))
-      dim = r.getDim();
-    else
-      return;
-    auto type = cast<RankedTensorType>(op->getOperand(0).getType());
-    if (llvm::any_of(type.getShape().take_front(dim),
-                     [](int64_t d) { return d != 1; }))
-      inner.push_back(op);
-  });
-  for (Operation *op : inner) {
-    auto type = cast<RankedTensorType>(op->getOperand(0).getType());
-    auto resultType = cast<RankedTensorType>(op->getResult(0).getType());
-    if (!type.getElementType().isF32())
-      return op->emitOpError("works on an inner dimension of ")
-             << type << "; the code generator does so for f32 tensors only";
-    int64_t dim = cast<IntegerAttr>(op->getAttr("dim")).getInt();
-    int64_t rank = type.getRank();
-    SmallVector<int64_t> toFront{dim}, back;
-    for (int64_t d = 0; d < rank; ++d)
-      if (d != dim)
-        toFront.push_back(d);
-    // Result dimension d of the transpose back is dimension back[d] of the
-    // collective's result, whose dimensions are [dim, 0, .., dim-1, ..].
-    for (int64_t d = 0; d < rank; ++d)
-      back.push_back(d < dim ? d + 1 : d == dim ? 0 : d);
-    OpBuilder b(op);
-    Location loc = op->getLoc();
-    Value front = TransposeOp::create(b, loc, op->getOperand(0), toFront);
-    SmallVector<int64_t> shape(
-        cast<RankedTensorType>(front.getType()).getShape());
-    shape[0] = resultType.getDimSize(dim);
-    auto outType = RankedTensorType::get(shape, type.getElementType());
-    auto axes = cast<ArrayAttr>(op->getAttr("axes"));
-    Value moved =
-        isa<dist::AllGatherOp>(op)
-            ? dist::AllGatherOp::create(b, loc, outType, front, axes,
-                                        b.getI64IntegerAttr(0))
-                  .getResult()
-            : dist::ReduceScatterOp::create(b, loc, outType, front, axes,
-                                            b.getI64IntegerAttr(0))
-                  .getResult();
-    Value result = TransposeOp::create(b, loc, moved, back);
-    // The three run where the collective ran (its dist.on and stage).
-    for (Value v : {front, moved, result})
-      v.getDefiningOp()->setDiscardableAttrs(
-          op->getDiscardableAttrDictionary());
-    op->getResult(0).replaceAllUsesWith(result);
-    op->erase();
-  }
-  return success();
-}
-
 struct LoomLowerToRuntimePass
     : public loom::codegen::impl::LoomLowerToRuntimeBase<
           LoomLowerToRuntimePass> {
@@ -1231,8 +1189,6 @@ struct LoomLowerToRuntimePass
           << models.size();
       return signalPassFailure();
     }
-    if (failed(collectivesOutermost(models.front())))
-      return signalPassFailure();
     FailureOr<ModelLayout> layout = layoutModel(models.front());
     if (failed(layout))
       return signalPassFailure();

@@ -208,6 +208,65 @@ cudaEvent_t allGather(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
                });
 }
 
+/// Along an inner dimension (`rows` rows per rank's block, placed side by
+/// side in `out`): NCCL gathers the blocks one after another into scratch
+/// on the communication stream, and strided copies place their rows.
+cudaEvent_t allGatherRows(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
+                          loomrt_buf *in, int64_t rows, int64_t count,
+                          int32_t dtype) {
+  Collective c = collectiveOf(ctx, mask);
+  int64_t block = count * elementBytes(dtype);
+  countBytes(ctx, LOOMRT_ALL_GATHER, mask, int64_t(c.size - 1) * block);
+  if (!c.comm)
+    loomrt_copy(ctx, out, in, block);
+  return issue(ctx, c, "all_gather", mask, block,
+               [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
+                 void *scratch = nullptr;
+                 LOOMRT_CUDA(cudaMallocAsync(&scratch, size_t(block * c.size), s));
+                 LOOMRT_NCCL(ncclAllGather(in, scratch, size_t(count),
+                                           ncclType(dtype), comm, s),
+                             comm, what);
+                 size_t piece = size_t(block / rows);
+                 for (int r = 0; r < c.size; ++r)
+                   LOOMRT_CUDA(cudaMemcpy2DAsync(
+                       static_cast<char *>(static_cast<void *>(out)) + r * piece,
+                       piece * size_t(c.size),
+                       static_cast<char *>(scratch) + r * block, piece, piece,
+                       size_t(rows), cudaMemcpyDeviceToDevice, s));
+                 LOOMRT_CUDA(cudaFreeAsync(scratch, s));
+               });
+}
+
+/// The reduce-scatter along an inner dimension: strided copies pack each
+/// rank's rows into scratch, one block after another, for NCCL.
+cudaEvent_t reduceScatterRows(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
+                              loomrt_buf *in, int64_t rows, int64_t count,
+                              int32_t dtype, int32_t op) {
+  checkReduction(dtype, "reduce_scatter");
+  Collective c = collectiveOf(ctx, mask);
+  countBytes(ctx, LOOMRT_REDUCE_SCATTER, mask, int64_t(c.size - 1) * count * 4);
+  if (!c.comm)
+    loomrt_copy(ctx, out, in, count * 4);
+  return issue(ctx, c, "reduce_scatter", mask, count * 4,
+               [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
+                 void *scratch = nullptr;
+                 size_t block = size_t(count) * 4, piece = block / size_t(rows);
+                 LOOMRT_CUDA(cudaMallocAsync(&scratch, block * size_t(c.size), s));
+                 for (int r = 0; r < c.size; ++r)
+                   LOOMRT_CUDA(cudaMemcpy2DAsync(
+                       static_cast<char *>(scratch) + r * block, piece,
+                       static_cast<const char *>(static_cast<const void *>(in)) +
+                           r * piece,
+                       piece * size_t(c.size), piece, size_t(rows),
+                       cudaMemcpyDeviceToDevice, s));
+                 LOOMRT_NCCL(ncclReduceScatter(
+                                 scratch, out, size_t(count), ncclFloat32,
+                                 op == LOOMRT_MAX ? ncclMax : ncclSum, comm, s),
+                             comm, what);
+                 LOOMRT_CUDA(cudaFreeAsync(scratch, s));
+               });
+}
+
 cudaEvent_t allToAll(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
                      loomrt_buf *in, int64_t count, int32_t dtype) {
   Collective c = collectiveOf(ctx, mask);
@@ -413,6 +472,19 @@ void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                             loomrt_buf *in, int64_t countPerRank,
                             int32_t dtype) {
   waitNow(ctx, allGather(ctx, group, out, in, countPerRank, dtype));
+}
+void loomrt_comm_all_gather_rows(loomrt_ctx *ctx, uint32_t group,
+                                 loomrt_buf *out, loomrt_buf *in,
+                                 int64_t rows, int64_t countPerRank,
+                                 int32_t dtype) {
+  waitNow(ctx, allGatherRows(ctx, group, out, in, rows, countPerRank, dtype));
+}
+void loomrt_comm_reduce_scatter_rows(loomrt_ctx *ctx, uint32_t group,
+                                     loomrt_buf *out, loomrt_buf *in,
+                                     int64_t rows, int64_t countPerRank,
+                                     int32_t dtype, int32_t op) {
+  waitNow(ctx, reduceScatterRows(ctx, group, out, in, rows, countPerRank,
+                                 dtype, op));
 }
 void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                             loomrt_buf *in, int64_t countPerRank,

@@ -241,6 +241,17 @@ void ringStep(loomrt_ctx *ctx, Group &g, const char *what, const void *send,
   waitAll(ctx, requests, {prev, next}, what);
 }
 
+/// A ring step of one element of `type` each way (a strided block).
+void ringStepTyped(loomrt_ctx *ctx, Group &g, const char *what,
+                   const void *send, void *recv, MPI_Datatype type) {
+  int next = g.worldRanks[(g.rank + 1) % g.size];
+  int prev = g.worldRanks[(g.rank + g.size - 1) % g.size];
+  std::vector<MPI_Request> requests(2);
+  MPI_Irecv(recv, 1, type, prev, g.tag, g.comm, &requests[0]);
+  MPI_Isend(send, 1, type, next, g.tag, g.comm, &requests[1]);
+  waitAll(ctx, requests, {prev, next}, what);
+}
+
 /// Chunk i of `n` elements split `parts` ways: [begin, end).
 std::pair<int64_t, int64_t> chunk(int64_t n, int64_t parts, int64_t i) {
   int64_t base = n / parts, extra = n % parts;
@@ -430,36 +441,88 @@ static void run_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
   ringAllGatherChunks(ctx, g, x, count, "all_reduce", 0, group);
 }
 
+/// `in` is `rows` rows of the group's blocks side by side (a reduce-scatter
+/// along an inner dimension); with one row, the blocks one after another.
 static void run_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
-                           loomrt_buf *in, int64_t countPerRank, int32_t dtype,
-                           int32_t op) {
+                           loomrt_buf *in, int64_t rows, int64_t countPerRank,
+                           int32_t dtype, int32_t op) {
   TraceSpan span(ctx, std::string("reduce_scatter") + " group " + std::to_string(group),
                  "communication", onCommThread() ? 1 : 0, countPerRank * elementBytes(dtype));
   checkFloat(dtype, "reduce_scatter");
   Group &g = groupOf(ctx, group);
   g.next();
-  int64_t n = countPerRank * g.size;
-  std::vector<float> work(reinterpret_cast<float *>(in),
-                          reinterpret_cast<float *>(in) + n);
-  // Rotate so that the rank's own block is the one the ring completes on it.
-  std::vector<float> rotated(n);
-  for (int b = 0; b < g.size; ++b)
-    std::memcpy(rotated.data() + ((b + 1) % g.size) * countPerRank,
-                work.data() + b * countPerRank, countPerRank * 4);
-  ringReduceScatter(ctx, g, rotated.data(), n, op, "reduce_scatter", 2,
-                    group);
-  std::memcpy(out, rotated.data() + ((g.rank + 1) % g.size) * countPerRank,
-              countPerRank * 4);
+  const float *source = reinterpret_cast<const float *>(in);
+  float *result = reinterpret_cast<float *>(out);
+  int64_t rowCount = std::max<int64_t>(rows, 1);
+  int64_t piece = countPerRank / rowCount;
+  // The ring runs on segments of at most 1 MiB of a block (each row, cut):
+  // at step s a rank sends its partial sum of block rank - s - 1 and adds
+  // its own part to the partial of block rank - s - 2 it receives, so after
+  // size - 1 steps it holds its own block's sum. Two segment-sized buffers,
+  // not a copy of the input; the same sums in the same order as the
+  // all-reduce's ring.
+  const int64_t segment = int64_t(1) << 18;
+  std::vector<float> sending(size_t(std::min(piece, segment))),
+      incoming(size_t(std::min(piece, segment)));
+  for (int64_t r = 0; r < rowCount; ++r)
+    for (int64_t begin = 0; begin < piece; begin += segment) {
+      int64_t length = std::min(segment, piece - begin);
+      auto own = [&](int b) {
+        return source + (r * g.size + b) * piece + begin;
+      };
+      const float *first = own((g.rank - 1 + g.size) % g.size);
+      std::copy(first, first + length, sending.begin());
+      for (int s = 0; s < g.size - 1; ++s) {
+        ringStep(ctx, g, "reduce_scatter", sending.data(), length * 4,
+                 incoming.data(), length * 4);
+        count(ctx, 2, group, length * 4);
+        const float *mine = own((g.rank - s - 2 + 2 * g.size) % g.size);
+        // own + incoming, as the all-reduce's ring adds.
+        for (int64_t i = 0; i < length; ++i)
+          incoming[size_t(i)] =
+              op == 1 ? std::max(mine[i], incoming[size_t(i)])
+                      : mine[i] + incoming[size_t(i)];
+        std::swap(sending, incoming);
+      }
+      std::copy(sending.begin(), sending.begin() + length,
+                result + r * piece + begin);
+    }
 }
 
+/// With `rows` > 1, `out` is `rows` rows of the group's blocks side by side
+/// (a gather along an inner dimension): the ring moves each block as one
+/// strided element, with no staging copy.
 static void run_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
-                       loomrt_buf *in, int64_t countPerRank, int32_t dtype) {
+                       loomrt_buf *in, int64_t rows, int64_t countPerRank,
+                       int32_t dtype) {
   TraceSpan span(ctx, std::string("all_gather") + " group " + std::to_string(group),
                  "communication", onCommThread() ? 1 : 0, countPerRank * elementBytes(dtype));
   Group &g = groupOf(ctx, group);
   g.next();
   int64_t block = countPerRank * elementBytes(dtype);
   char *o = reinterpret_cast<char *>(out);
+  if (rows > 1) {
+    // A block is `rows` pieces a row of the group's blocks apart: MPI moves
+    // it as one strided element, in place in `out`.
+    int64_t piece = block / rows;
+    const char *mine = reinterpret_cast<const char *>(in);
+    for (int64_t r = 0; r < rows; ++r)
+      std::memmove(o + (r * g.size + g.rank) * piece, mine + r * piece,
+                   size_t(piece));
+    MPI_Datatype strided;
+    MPI_Type_vector(int(rows), int(piece), int(piece * g.size), MPI_BYTE,
+                    &strided);
+    MPI_Type_commit(&strided);
+    for (int s = 0; s < g.size - 1; ++s) {
+      int sendBlock = (g.rank - s + g.size) % g.size;
+      int recvBlock = (g.rank - s - 1 + g.size) % g.size;
+      ringStepTyped(ctx, g, "all_gather", o + sendBlock * piece,
+                    o + recvBlock * piece, strided);
+      count(ctx, 1, group, block);
+    }
+    MPI_Type_free(&strided);
+    return;
+  }
   std::memmove(o + g.rank * block, in, size_t(block));
   for (int s = 0; s < g.size - 1; ++s) {
     int sendBlock = (g.rank - s + g.size) % g.size;
@@ -600,7 +663,7 @@ loomrt_comm_event *loomrt_comm_reduce_scatter_async(
     loomrt_ctx *ctx, uint32_t group, loomrt_buf *out, loomrt_buf *in,
     int64_t countPerRank, int32_t dtype, int32_t op) {
   return streamOf(ctx).enqueue([=] {
-    run_reduce_scatter(ctx, group, out, in, countPerRank, dtype, op);
+    run_reduce_scatter(ctx, group, out, in, 1, countPerRank, dtype, op);
   });
 }
 loomrt_comm_event *loomrt_comm_all_gather_async(loomrt_ctx *ctx, uint32_t group,
@@ -608,7 +671,7 @@ loomrt_comm_event *loomrt_comm_all_gather_async(loomrt_ctx *ctx, uint32_t group,
                                                 int64_t countPerRank,
                                                 int32_t dtype) {
   return streamOf(ctx).enqueue(
-      [=] { run_all_gather(ctx, group, out, in, countPerRank, dtype); });
+      [=] { run_all_gather(ctx, group, out, in, 1, countPerRank, dtype); });
 }
 loomrt_comm_event *loomrt_comm_all_to_all_async(loomrt_ctx *ctx, uint32_t group,
                                                 loomrt_buf *out, loomrt_buf *in,
@@ -642,12 +705,28 @@ void loomrt_comm_reduce_scatter(loomrt_ctx *ctx, uint32_t group,
                                 loomrt_buf *out, loomrt_buf *in,
                                 int64_t countPerRank, int32_t dtype,
                                 int32_t op) {
-  streamOf(ctx).runInOrder([=] { run_reduce_scatter(ctx, group, out, in, countPerRank, dtype, op); });
+  streamOf(ctx).runInOrder([=] { run_reduce_scatter(ctx, group, out, in, 1, countPerRank, dtype, op); });
+}
+void loomrt_comm_reduce_scatter_rows(loomrt_ctx *ctx, uint32_t group,
+                                     loomrt_buf *out, loomrt_buf *in,
+                                     int64_t rows, int64_t countPerRank,
+                                     int32_t dtype, int32_t op) {
+  streamOf(ctx).runInOrder([=] {
+    run_reduce_scatter(ctx, group, out, in, rows, countPerRank, dtype, op);
+  });
 }
 void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                             loomrt_buf *in, int64_t countPerRank,
                             int32_t dtype) {
-  streamOf(ctx).runInOrder([=] { run_all_gather(ctx, group, out, in, countPerRank, dtype); });
+  streamOf(ctx).runInOrder([=] { run_all_gather(ctx, group, out, in, 1, countPerRank, dtype); });
+}
+void loomrt_comm_all_gather_rows(loomrt_ctx *ctx, uint32_t group,
+                                 loomrt_buf *out, loomrt_buf *in,
+                                 int64_t rows, int64_t countPerRank,
+                                 int32_t dtype) {
+  streamOf(ctx).runInOrder([=] {
+    run_all_gather(ctx, group, out, in, rows, countPerRank, dtype);
+  });
 }
 void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                             loomrt_buf *in, int64_t countPerRank,

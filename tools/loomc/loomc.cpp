@@ -819,11 +819,10 @@ int main(int argc, char **argv) {
   options.zero = zeroStage;
   options.schedule = scheduleSpec;
   options.afterPass = afterPass;
-  // Where the rank program holds more than its share of a batch (tensor
-  // or pipeline splits, ZeRO's blocks), the report plans from it.
-  bool tensorOrPipeline =
-      pp > 1 || zeroStage > 0 ||
-      (config.mesh && config.mesh.getSize(loom::dist::AxisRole::Tensor) > 1);
+  // With more than one rank the report plans from the rank program (what
+  // each rank holds: its share of the batch, tensor and pipeline splits,
+  // ZeRO's blocks), not from the one-rank plan over dp.
+  bool tensorOrPipeline = config.mesh && config.mesh.getNumRanks() > 1;
   if (rematPolicy == "budget") {
     std::optional<int64_t> budget = parseBytes(rematBudget);
     if (!budget)

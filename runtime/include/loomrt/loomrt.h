@@ -190,6 +190,18 @@ void loomrt_comm_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out
 /* `out` receives every rank's `in`, in group-rank order. */
 void loomrt_comm_all_gather(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                        loomrt_buf *in, int64_t count_per_rank, int32_t dtype);
+/* Along an inner dimension: each rank's `in` (`count_per_rank` elements)
+   is `rows` rows, and row r of `out` holds the group's row r side by side
+   in group-rank order; the reduce-scatter's `in` is laid out so and each
+   rank keeps its rows of the sum. The same bytes as the forms above. */
+void loomrt_comm_all_gather_rows(loomrt_ctx *ctx, uint32_t group,
+                                 loomrt_buf *out, loomrt_buf *in,
+                                 int64_t rows, int64_t count_per_rank,
+                                 int32_t dtype);
+void loomrt_comm_reduce_scatter_rows(loomrt_ctx *ctx, uint32_t group,
+                                     loomrt_buf *out, loomrt_buf *in,
+                                     int64_t rows, int64_t count_per_rank,
+                                     int32_t dtype, int32_t op);
 /* Block j of `in` goes to group rank j, arriving as block r of its `out`. */
 void loomrt_comm_all_to_all(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                        loomrt_buf *in, int64_t count_per_rank, int32_t dtype);
