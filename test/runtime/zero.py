@@ -280,4 +280,42 @@ check("dp=2 M=4: ZeRO-2 reduce-scatters the gradients per micro-batch",
       f"{extra:.0f} bytes per step more than ZeRO-1; three reduce-scatters of {psi} "
       f"gradients: {3 * half(psi, 2)}")
 
+# -- Trace: stage 3's gathers and reduce-scatters, layer by layer ----------
+# In step 1 of a dp=4 stage-3 run, each iteration of the forward layer loop
+# gathers its layer's parameters, and each iteration of the backward one
+# gathers the ones the backward reads and reduce-scatters the layer's
+# weight gradients.
+trace = os.path.join(work, "trace.%r.json")
+subprocess.run(MPIRUN + ["-n", "4", os.path.join(work, "adamw-z3"), "--steps", "2",
+                         "--trace", trace, "--timeout", "120"],
+               check=True, capture_output=True, env=RUN_ENV)
+events = [e for e in json.load(open(trace.replace("%r", "0")))["traceEvents"] if e.get("ph") == "X"]
+step = next(e for e in events if e["name"] == "step 1")
+inside = [e for e in events if step["ts"] <= e["ts"] <= step["ts"] + step["dur"]]
+loops = {}
+for e in inside:
+    m = re.match(r"repeat (\d+) iteration (\d+)$", e["name"])
+    if m:
+        loops.setdefault(int(m.group(1)), []).append((e["ts"], e["ts"] + e["dur"]))
+
+
+def within(kind, lo, hi):
+    return sum(1 for e in inside if e["name"].startswith(kind) and lo <= e["ts"] <= hi)
+
+
+layer_loops = {r: its for r, its in loops.items() if len(its) == layers}
+per_loop = {r: [(within("all_gather", lo, hi), within("reduce_scatter", lo, hi)) for lo, hi in its]
+            for r, its in layer_loops.items()}
+# Forward: the 12 per-layer parameters; backward: the 4 linear weights and
+# the 2 norm gains it reads, and the 12 gradients.
+stacked = [name for name, shape in shapes.items() if len(shape) >= 2 and shape[0] == layers
+           and name not in ("wte", "wpe")]
+forward = [r for r, c in per_loop.items() if all(x == (len(stacked), 0) for x in c)]
+backward = [r for r, c in per_loop.items() if all(x == (6, len(stacked)) for x in c)]
+check("dp=4 ZeRO-3 trace: every forward and backward layer iteration gathers its layer, "
+      "every backward one reduce-scatters its gradients",
+      len(forward) == 1 and len(backward) == 1,
+      "; ".join(f"repeat {r}: (gathers, reduce-scatters) per iteration {c}"
+                for r, c in sorted(per_loop.items())))
+
 check.finish()
