@@ -3,6 +3,7 @@ files, building a model with loomc, running it and reading what it wrote."""
 
 import json
 import os
+import re
 import struct
 import subprocess
 import tempfile
@@ -112,3 +113,30 @@ class Checks:
     def finish(self):
         print(f"{self.failed} failed")
         raise SystemExit(1 if self.failed else 0)
+
+
+def compare_training(check, label, steps, got, ref):
+    """Parity of a run with its reference: `got` and `ref` are (losses,
+    final parameters by name); the losses within 1e-5 + 1e-4 |loss| of the
+    reference's on every one of `steps` steps, every final parameter within
+    1e-4 relative error (the norm of the difference over the reference's)."""
+    (losses, weights), (ref_losses, ref_weights) = got, ref
+    worst = max(abs(a - b) / (1e-5 + 1e-4 * abs(b)) for a, b in zip(losses, ref_losses))
+    check(f"{label}: losses", len(losses) == steps and worst <= 1.0,
+          f"{steps} steps, worst |loss - ref| / tolerance {worst:.3g}")
+    errs = {n: float(np.linalg.norm(weights[n] - w) / max(np.linalg.norm(w), 1e-30))
+            for n, w in ref_weights.items()}
+    name = max(errs, key=errs.get)
+    check(f"{label}: worst final-parameter relative error",
+          errs[name] <= 1e-4 and set(weights) == set(ref_weights), f"{errs[name]:.3g} ({name})")
+
+
+def definitions(program):
+    """Each SSA value of an MLIR text and the rest of its defining line
+    (the results of a multi-result op under the first one's name)."""
+    defs = {}
+    for line in program.splitlines():
+        m = re.match(r"\s*(%[\w.]+)(?::\d+)? = (.*)", line)
+        if m:
+            defs[m.group(1)] = m.group(2)
+    return defs

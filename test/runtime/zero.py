@@ -38,7 +38,8 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loomtest import Checks, MPIRUN, RUN_ENV, read_safetensors  # noqa: E402
+from loomtest import (Checks, MPIRUN, RUN_ENV, compare_training, definitions,  # noqa: E402
+                      read_safetensors)
 
 STEPS = 6
 SEED = 5
@@ -92,24 +93,7 @@ def run(name, exe, ranks, pmpi=False):
 
 
 def compare(label, got, ref):
-    (losses, weights, _), (ref_losses, ref_weights, _) = got, ref
-    worst = max(abs(a - b) / (1e-5 + 1e-4 * abs(b)) for a, b in zip(losses, ref_losses))
-    check(f"{label}: losses", len(losses) == STEPS and worst <= 1.0,
-          f"{STEPS} steps, worst |loss - ref| / tolerance {worst:.3g}")
-    errs = {n: float(np.linalg.norm(weights[n] - w) / max(np.linalg.norm(w), 1e-30))
-            for n, w in ref_weights.items()}
-    name = max(errs, key=errs.get)
-    check(f"{label}: worst final-parameter relative error",
-          errs[name] <= 1e-4 and set(weights) == set(ref_weights), f"{errs[name]:.3g} ({name})")
-
-
-def definitions(program):
-    defs = {}
-    for line in program.splitlines():
-        m = re.match(r"\s*(%[\w.]+)(?::\d+)? = (.*)", line)
-        if m:
-            defs[m.group(1)] = m.group(2)
-    return defs
+    compare_training(check, label, STEPS, got[:2], ref[:2])
 
 
 def stored(program, op):
