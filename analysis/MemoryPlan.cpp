@@ -574,6 +574,12 @@ struct Planner {
         // is not this rank's.
         if (runsHere && isa<RepeatOp>(op) && !heldHere(cast<OpResult>(r)))
           continue;
+        // Nor a stacked result that nothing reads (the saved carries of a
+        // loop's prefetched layer: dist-prefetch).
+        if (auto repeat = dyn_cast<RepeatOp>(op);
+            repeat && r.use_empty() &&
+            cast<OpResult>(r).getResultNumber() >= repeat.getCarries().size())
+          continue;
         // Nor a residual that nothing in this function reads (the
         // evaluation runs the forward alone).
         if (only && isa<RepeatOp>(op) && isUnreadResidual(r, *only))
@@ -660,7 +666,14 @@ LogicalResult loom::analysis::verifyInFlightBuffers(Block &block,
     return {it->second.where,
             it->second.where + plannedBytes(v, plan.scheduled)};
   };
-  WalkResult result = block.walk([&](loom::dist::AllReduceStartOp start) {
+  WalkResult result = block.walk([&](Operation *start) {
+    if (!isa<loom::dist::AllReduceStartOp, loom::dist::AllGatherStartOp>(start))
+      return WalkResult::advance();
+    // What the collective reads or writes until its wait: its results and,
+    // for a gather, which reads its operand from the stream, the operand.
+    SmallVector<Value> inFlight(start->getResults());
+    if (isa<loom::dist::AllGatherStartOp>(start))
+      inFlight.push_back(start->getOperand(0));
     Operation *wait = nullptr;
     for (Operation *user : start->getUsers())
       if (isa<loom::dist::WaitOp>(user))
@@ -678,15 +691,15 @@ LogicalResult loom::analysis::verifyInFlightBuffers(Block &block,
           auto [begin, end] = arenaBytes(written);
           if (begin == end)
             continue;
-          for (Value inFlight : start.getResults()) {
-            auto [fb, fe] = arenaBytes(inFlight);
+          for (Value busy : inFlight) {
+            auto [fb, fe] = arenaBytes(busy);
             if (fb == fe || end <= fb || fe <= begin)
               continue;
             InFlightDiagnostic d =
-                start.emitError("the buffer of this asynchronous all-reduce "
-                                "(arena bytes [")
-                << fb << ", " << fe << ")) is reused by '"
-                << writer->getName() << "' before its 'dist.wait'";
+                start->emitError("a buffer of this asynchronous collective "
+                                 "(arena bytes [")
+                << fb << ", " << fe << ")) is reused by '" << writer->getName()
+                << "' before its 'dist.wait'";
             d.attachNote(writer->getLoc()) << "writes arena bytes [" << begin
                                            << ", " << end << ") here";
             d.attachNote(wait->getLoc()) << "the wait";

@@ -292,6 +292,15 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
     }
   if (auto zero = loom::dist::attrs(rank).getZeroAttrHelper().getAttr(rank))
     zeroStage = zero.getInt();
+  rank.walk([&](RepeatOp loop) {
+    // Each prefetched gather: the carried layer and the next one in flight.
+    int64_t held = 0;
+    for (auto start :
+         loop.getBodyBlock().getOps<loom::dist::AllGatherStartOp>())
+      if (start.getIndex())
+        held += 2 * tensorBytes(start.getType());
+    gatheredInFlightBytes = std::max(gatheredInFlightBytes, held);
+  });
   rank.walk([&](Operation *op) {
     Value grad;
     if (auto u = dyn_cast<SGDUpdateOp>(op))
@@ -419,7 +428,7 @@ loom::analysis::countCommunication(ModelOp rankProgram, MeshAttr mesh,
       kind = Collective::Send;
     else if (isa<dist::AllReduceOp, dist::AllReduceStartOp>(op))
       kind = Collective::AllReduce;
-    else if (isa<dist::AllGatherOp>(op)) {
+    else if (isa<dist::AllGatherOp, dist::AllGatherStartOp>(op)) {
       kind = Collective::AllGather;
       buffer = op->getResult(0).getType();
     } else if (isa<dist::ReduceScatterOp>(op))
@@ -456,6 +465,13 @@ loom::analysis::countCommunication(ModelOp rankProgram, MeshAttr mesh,
          p = p->getParentOp())
       if (auto repeat = dyn_cast<RepeatOp>(p))
         times *= repeat.getCount();
+    // A gather of the next layer's slice runs in every iteration but the
+    // last (or not at all, outside a loop, for a slice out of range).
+    if (auto start = dyn_cast<dist::AllGatherStartOp>(op)) {
+      auto loop = dyn_cast<RepeatOp>(op->getParentOp());
+      int64_t count = loop ? loop.getCount() : 1;
+      times = times / count * start.getGatherCount(count);
+    }
     // A bucket of several tensors is one collective over all of them.
     int64_t elements = 0, bytes = 0;
     SmallVector<Type> buffers{buffer};
@@ -559,6 +575,7 @@ llvm::json::Value Report::toJSON() const {
                          {"attention_flops_per_step", attentionFlopsPerStep},
                          {"remat", remat},
                          {"zero_stage", zeroStage},
+                         {"gathered_in_flight_bytes", gatheredInFlightBytes},
                          {"recompute_flops_per_step", recomputeFlopsPerStep},
                          {"recompute_communication_bytes_per_step",
                           [&] {
@@ -642,6 +659,10 @@ void Report::print(llvm::raw_ostream &os) const {
                             : "optimizer state, gradients and parameters "
                               "split")
        << "\n";
+  if (gatheredInFlightBytes > 0)
+    os << "    gathered layers     " << gigabytes(gatheredInFlightBytes)
+       << "   (within the activations: the layer computing and the next, "
+          "prefetched)\n";
   os << "    inputs              " << gigabytes(inputBytes) << "\n"
      << "    total               " << gigabytes(totalBytes()) << "\n";
   if (!pipelineRanks.empty()) {

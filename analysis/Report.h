@@ -94,6 +94,10 @@ struct Report {
   /// The ZeRO stage the rank program was compiled with (`dist.zero`; 0
   /// without).
   int64_t zeroStage = 0;
+  /// The gathered parameters a layer loop holds at once (ZeRO-3): the
+  /// layer it computes and the next one it gathers (dist-prefetch), in the
+  /// loop that holds the most; part of the arena (the activations row).
+  int64_t gatheredInFlightBytes = 0;
   /// What the backward recomputes (ops of backward loop bodies marked
   /// `train.recompute`, times their loops' counts), within the above.
   int64_t recomputeFlopsPerStep = 0, recomputeMatmulFlopsPerStep = 0,

@@ -428,6 +428,49 @@ struct Emitter {
         rows *= d;
       return rows;
     };
+    if (auto start = dyn_cast<dist::AllGatherStartOp>(op)) {
+      RankedTensorType block = start.getBlockType();
+      int64_t rows = rowsBefore(block, start.getDim());
+      auto issue = [&](Value input) {
+        Value g = group(start.getGroupMask(mesh));
+        if (rows > 1)
+          return call("loomrt_comm_all_gather_rows_async",
+                      {ctx, g, out, input, i64(rows),
+                       i64(block.getNumElements()), dtype},
+                      {eventType});
+        return call("loomrt_comm_all_gather_async",
+                    {ctx, g, out, input, i64(block.getNumElements()), dtype},
+                    {eventType});
+      };
+      Value index = start.getIndex();
+      if (!index) {
+        events[start.getResult()] = issue(in);
+        return success();
+      }
+      // A slice of the stacked operand, where there is one: a loop's last
+      // iteration has no next layer to gather (its event is null).
+      int64_t slices = inType.getDimSize(0);
+      Value j = arith::IndexCastOp::create(b, loc(), b.getI64Type(),
+                                           indices.lookup(index));
+      Value inRange = arith::AndIOp::create(
+          b, loc(),
+          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge, j, i64(0)),
+          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::slt, j,
+                                i64(slices)));
+      auto guard = scf::IfOp::create(b, loc(), TypeRange{eventType}, inRange,
+                                     /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard ig(b);
+      b.setInsertionPointToStart(&guard.getThenRegion().front());
+      Value event =
+          issue(view(in, indices.lookup(index), tensorBytes(inType) / slices));
+      scf::YieldOp::create(b, loc(), event);
+      b.setInsertionPointToStart(&guard.getElseRegion().front());
+      scf::YieldOp::create(
+          b, loc(),
+          emitc::LiteralOp::create(b, loc(), eventType, "nullptr").getResult());
+      events[start.getResult()] = guard.getResult(0);
+      return success();
+    }
     if (auto gather = dyn_cast<dist::AllGatherOp>(op)) {
       int64_t rows = rowsBefore(inType, gather.getDim());
       if (rows > 1)
@@ -750,13 +793,13 @@ struct Emitter {
         return failure();
       // The handle of a collective started here would not reach its wait
       // outside the guard: it completes here.
-      if (auto start = dyn_cast<dist::AllReduceStartOp>(op)) {
-        if (Value event = events.lookup(start.getResult(0)))
+      if (isa<dist::AllReduceStartOp, dist::AllGatherStartOp>(op)) {
+        if (Value event = events.lookup(op.getResult(0)))
           call("loomrt_comm_wait", {ctx, event});
         else
           call("loomrt_comm_bucket_wait",
-               {ctx, bucketsInFlight.lookup(start.getResult(0))});
-        completedStarts.insert(start);
+               {ctx, bucketsInFlight.lookup(op.getResult(0))});
+        completedStarts.insert(&op);
       }
       b.setInsertionPointToStart(&guard.getElseRegion().front());
       for (Value r : op.getResults()) {
@@ -1020,7 +1063,7 @@ struct Emitter {
       return success();
     }
     if (isa<dist::AllReduceOp, dist::AllReduceStartOp, dist::AllGatherOp,
-            dist::ReduceScatterOp, dist::ShardOp>(op))
+            dist::AllGatherStartOp, dist::ReduceScatterOp, dist::ShardOp>(op))
       return emitCollective(&op);
     if (isa<ConcatOp>(op))
       return op.emitOpError("is not supported by the code generator yet");

@@ -52,6 +52,7 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
   add(createDistPipelineSchedule(DistPipelineScheduleOptions{
       options.schedule, options.microBatches}));
   add(createDistCommOpt());
+  add(createDistPrefetch());
   add(createDistVerifyCommunication());
 }
 

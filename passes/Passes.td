@@ -634,6 +634,48 @@ def DistPipelineSplitBackward : Pass<"dist-pipeline-split-backward", "::mlir::Mo
   let dependentDialects = ["::loom::dist::DistDialect"];
 }
 
+def DistPrefetch : Pass<"dist-prefetch", "::mlir::ModuleOp"> {
+  let summary = "Gather a layer loop's next layer while the current one computes";
+  let description = [{
+    Runs on the rank program (after `dist-partition`). In a `train.repeat`
+    (a layer loop, forward or reverse) whose body gathers a block of one of
+    its stacked operands (ZeRO-3's parameters, gathered before each use),
+    iteration i starts the gather of layer i+1 (i-1 in a reverse loop) as
+    its first op and waits for it as its last, so the gather runs on the
+    communication stream during layer i's compute, as FSDP's and
+    DeepSpeed's prefetch do. The gathered layer reaches the next iteration
+    as a carry; the first iteration's is gathered before the loop, and the
+    last iteration, which has no next layer, gathers nothing. Each rank
+    holds two gathered layers at once instead of one: the report's memory
+    plan counts both, and sends the same bytes. A pipeline schedule's
+    micro-batch loops, whose iterations run interleaved, are left alone.
+
+    ```mlir
+    train.repeat 4 ... stacked(%w : tensor<4x16x96xf32>) ... {
+    ^bb0(%i: index, %c: tensor<8x32xf32>, %wi: tensor<16x96xf32>):
+      %g = dist.all_gather %wi over ["dp"] dim 0 : tensor<16x96xf32> -> tensor<32x96xf32>
+      %y = train.matmul %c, %g : ...
+    ```
+    becomes
+    ```mlir
+    %first = arith.constant 0 : index
+    %s0 = dist.all_gather_start %w at %first over ["dp"] dim 0 : tensor<4x16x96xf32> -> tensor<32x96xf32>
+    %g0 = dist.wait %s0 : tensor<32x96xf32>
+    train.repeat 4 ... carry(..., %g0 : ...) stacked(%w : ...) invariant(%w : ...) ... {
+    ^bb0(%i: index, %c: tensor<8x32xf32>, %g: tensor<32x96xf32>, %wi: tensor<16x96xf32>, %whole: tensor<4x16x96xf32>):
+      %one = arith.constant 1 : index
+      %next = arith.addi %i, %one : index
+      %s = dist.all_gather_start %whole at %next over ["dp"] dim 0 : tensor<4x16x96xf32> -> tensor<32x96xf32>
+      %y = train.matmul %c, %g : ...
+      ...
+      %n = dist.wait %s : tensor<32x96xf32>
+      train.yield carry(..., %n : ...)
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::loom::dist::DistDialect"];
+}
+
 def DistVerifyCommunication : Pass<"dist-verify-communication", "::mlir::ModuleOp"> {
   let summary = "Prove before launch that every rank's communication matches and completes";
   let description = [{

@@ -186,8 +186,16 @@ struct Simulator {
           return failure();
         if (body.empty())
           continue;
+        // ... but for the gathers of the next layer's slice, which the
+        // last iterations (past the last slice) skip.
         for (int64_t i = 0, e = repeat.getCount(); i < e; ++i)
-          out.append(body.begin(), body.end());
+          for (const Event &event : body) {
+            auto start = dyn_cast<dist::AllGatherStartOp>(event.op);
+            if (start && start->getBlock() == &repeat.getBodyBlock() &&
+                i >= start.getGatherCount(e))
+              continue;
+            out.push_back(event);
+          }
         continue;
       }
       if (auto send = dyn_cast<dist::SendOp>(op)) {
@@ -238,7 +246,11 @@ struct Simulator {
       e.mask = mesh.getGroupMask(llvm::to_vector(axes.getAsRange<StringAttr>()));
       e.group = groupOf(rank, e.mask);
       for (Value v : op.getOperands()) {
-        auto type = cast<RankedTensorType>(v.getType());
+        auto type = dyn_cast<RankedTensorType>(v.getType());
+        if (!type)
+          continue; // a gather's slice index
+        if (auto start = dyn_cast<dist::AllGatherStartOp>(op))
+          type = start.getBlockType();
         e.count += type.getNumElements();
         e.element = type.getElementType();
       }

@@ -3,12 +3,14 @@
 
 #include "dialects/dist/DistDialect.h"
 
-#include "mlir/IR/DialectImplementation.h"
-#include <array>
-#include <map>
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include <array>
+#include <map>
 
 using namespace mlir;
 using namespace loom::dist;
@@ -963,9 +965,83 @@ LogicalResult AllReduceStartOp::verify() {
   return success();
 }
 
+RankedTensorType AllGatherStartOp::getBlockType() {
+  RankedTensorType input = getInput().getType();
+  if (!getIndex() || input.getRank() == 0)
+    return input;
+  return RankedTensorType::get(input.getShape().drop_front(),
+                               input.getElementType());
+}
+
+/// The block argument that numbers the iterations of the loop whose body
+/// holds `block` (its first), or null.
+static BlockArgument iterationOf(Block *block) {
+  if (!block || block->getNumArguments() == 0 ||
+      !isa<IndexType>(block->getArgument(0).getType()))
+    return {};
+  return block->getArgument(0);
+}
+
+std::optional<int64_t> AllGatherStartOp::getIterationOffset() {
+  Value index = getIndex();
+  BlockArgument iteration = iterationOf((*this)->getBlock());
+  if (!index || !iteration)
+    return std::nullopt;
+  if (index == iteration)
+    return 0;
+  auto add = index.getDefiningOp<arith::AddIOp>();
+  if (!add)
+    return std::nullopt;
+  APInt c;
+  if (add.getLhs() == iteration &&
+      matchPattern(add.getRhs(), m_ConstantInt(&c)))
+    return c.getSExtValue();
+  if (add.getRhs() == iteration &&
+      matchPattern(add.getLhs(), m_ConstantInt(&c)))
+    return c.getSExtValue();
+  return std::nullopt;
+}
+
+int64_t AllGatherStartOp::getGatherCount(int64_t count) {
+  Value index = getIndex();
+  if (!index)
+    return count;
+  int64_t slices = getInput().getType().getDimSize(0);
+  APInt c;
+  if (matchPattern(index, m_ConstantInt(&c)))
+    return c.getSExtValue() >= 0 && c.getSExtValue() < slices ? count : 0;
+  // The loop runs over the slices (iteration i reads slice i): |offset|
+  // iterations have no slice at i + offset.
+  int64_t offset = getIterationOffset().value_or(0);
+  return count - std::min(count, offset < 0 ? -offset : offset);
+}
+
+LogicalResult AllGatherStartOp::verify() {
+  MeshAttr mesh;
+  if (failed(verifyAxes(*this, getAxes(), mesh)))
+    return failure();
+  if (Value index = getIndex()) {
+    if (getInput().getType().getRank() == 0)
+      return emitOpError("gathers a slice of a stacked tensor, got ")
+             << getInput().getType();
+    if (!matchPattern(index, m_Constant()) && !getIterationOffset())
+      return emitOpError("slice index must be a constant or the enclosing "
+                         "loop's iteration plus a constant");
+  }
+  if (failed(
+          verifyScaledDim(*this, getBlockType(), getResult().getType(),
+                          getDim(), groupSize(mesh, getAxes()), 1,
+                          "the group's blocks gathered along the dimension")))
+    return failure();
+  if (!getResult().hasOneUse() || !isa<WaitOp>(*getResult().getUsers().begin()))
+    return emitOpError("result must have one use, the one dist.wait that "
+                       "ends the collective");
+  return success();
+}
+
 LogicalResult WaitOp::verify() {
   Operation *start = getStart();
-  if (!isa_and_nonnull<AllReduceStartOp>(start))
+  if (!isa_and_nonnull<AllReduceStartOp, AllGatherStartOp>(start))
     return emitOpError("waits for the results of an asynchronous collective");
   if (getInputs() != start->getResults())
     return emitOpError("must wait for all the results of its collective, in "

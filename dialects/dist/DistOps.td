@@ -462,12 +462,60 @@ def Dist_AllReduceStartOp : Dist_Op<"all_reduce_start", [AllTypesMatch<["inputs"
   }];
 }
 
+def Dist_AllGatherStartOp : Dist_Op<"all_gather_start"> {
+  let summary = "Start an all-gather that runs while the rank computes on";
+  let description = [{
+    The asynchronous form of `dist.all_gather`: the gather starts here on
+    the runtime's communication stream, and its result is read only through
+    the one `dist.wait` that ends it, in the same block.
+
+    With `at %j` the operand is a stacked tensor and the gather is of its
+    slice `%j` (a view, not a copy), on every rank alike; where `%j` is
+    outside the leading dimension nothing is gathered and the wait's result
+    is undefined. `%j` is a constant or the enclosing `train.repeat`'s
+    iteration plus a constant: `dist-prefetch` gathers the next layer's
+    parameters one iteration ahead so, and the last iteration, which has no
+    next layer, gathers nothing (its wait's result is never read).
+
+    ```mlir
+    %h = dist.all_gather_start %w_blocks at %next over ["dp"] dim 0 : tensor<4x16x96xf32> -> tensor<32x96xf32>
+    ...
+    %w = dist.wait %h : tensor<32x96xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, Optional<Index>:$index,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input (`at` $index^)? `over` $axes `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The group as the runtime's bit mask over the mesh's axes.
+    uint32_t getGroupMask(MeshAttr mesh) {
+      return mesh.getGroupMask(::llvm::to_vector(
+          getAxes().getAsRange<::mlir::StringAttr>()));
+    }
+    /// The type of what each rank contributes: the operand, or with an
+    /// index its slice.
+    ::mlir::RankedTensorType getBlockType();
+    /// With an index that is the enclosing loop's iteration plus `c`: `c`
+    /// (the iterations that gather nothing are the last |c| run).
+    std::optional<int64_t> getIterationOffset();
+    /// How many times the enclosing `train.repeat` (of `count`
+    /// iterations) runs the gather: `count`, less the iterations whose
+    /// slice is out of range.
+    int64_t getGatherCount(int64_t count);
+  }];
+}
+
 def Dist_WaitOp : Dist_Op<"wait", [AllTypesMatch<["inputs", "results"]>]> {
   let summary = "Wait for an asynchronous collective; its results";
   let description = [{
-    The operands are the results of one asynchronous collective (such as
-    `dist.all_reduce_start`), all of them in order, in the same block; the
-    results are the same buffers, now complete.
+    The operands are the results of one asynchronous collective
+    (`dist.all_reduce_start` or `dist.all_gather_start`), all of them in
+    order, in the same block; the results are the same buffers, now
+    complete.
   }];
   let arguments = (ins Variadic<AnyRankedTensor>:$inputs);
   let results = (outs Variadic<AnyRankedTensor>:$results);

@@ -416,6 +416,8 @@ void loomrt::cuda::stopCommunicators(loomrt_ctx *ctx) {
 extern "C" {
 
 void loomrt_comm_wait(loomrt_ctx *ctx, loomrt_comm_event *event) {
+  if (!event)
+    return;
   waitNow(ctx, event->done);
   delete event;
 }
@@ -435,6 +437,12 @@ loomrt_comm_event *loomrt_comm_all_gather_async(loomrt_ctx *ctx, uint32_t group,
                                                 int64_t countPerRank,
                                                 int32_t dtype) {
   return asEvent(allGather(ctx, group, out, in, countPerRank, dtype));
+}
+loomrt_comm_event *
+loomrt_comm_all_gather_rows_async(loomrt_ctx *ctx, uint32_t group,
+                                  loomrt_buf *out, loomrt_buf *in, int64_t rows,
+                                  int64_t countPerRank, int32_t dtype) {
+  return asEvent(allGatherRows(ctx, group, out, in, rows, countPerRank, dtype));
 }
 loomrt_comm_event *loomrt_comm_all_to_all_async(loomrt_ctx *ctx, uint32_t group,
                                                 loomrt_buf *out, loomrt_buf *in,

@@ -644,6 +644,11 @@ static void run_barrier(loomrt_ctx *ctx, uint32_t group) {
 //===----------------------------------------------------------------------===//
 
 void loomrt_comm_wait(loomrt_ctx *ctx, loomrt_comm_event *event) {
+  if (!event)
+    return;
+  // The caller's stall, on its thread: where its compute before the wait
+  // ended, and how long the collective kept it waiting.
+  TraceSpan span(ctx, "wait", "communication", 0);
   if (event->direct)
     return finishP2P(ctx, event);
   {
@@ -653,38 +658,63 @@ void loomrt_comm_wait(loomrt_ctx *ctx, loomrt_comm_event *event) {
   delete event;
 }
 
+namespace {
+/// Where the caller issued an asynchronous collective: a span of no
+/// duration on its thread ("start all_gather group 1"); the collective's
+/// own span, on the communication thread, begins when it runs.
+loomrt_comm_event *issued(loomrt_ctx *ctx, const char *what, uint32_t group,
+                          loomrt_comm_event *event) {
+  TraceSpan(ctx,
+            std::string("start ") + what + " group " + std::to_string(group),
+            "communication", 0);
+  return event;
+}
+} // namespace
+
 loomrt_comm_event *loomrt_comm_all_reduce_async(loomrt_ctx *ctx, uint32_t group,
                                                 loomrt_buf *data, int64_t count,
                                                 int32_t dtype, int32_t op) {
-  return streamOf(ctx).enqueue(
-      [=] { run_all_reduce(ctx, group, data, count, dtype, op); });
+  return issued(ctx, "all_reduce", group, streamOf(ctx).enqueue([=] {
+    run_all_reduce(ctx, group, data, count, dtype, op);
+  }));
 }
 loomrt_comm_event *loomrt_comm_reduce_scatter_async(
     loomrt_ctx *ctx, uint32_t group, loomrt_buf *out, loomrt_buf *in,
     int64_t countPerRank, int32_t dtype, int32_t op) {
-  return streamOf(ctx).enqueue([=] {
+  return issued(ctx, "reduce_scatter", group, streamOf(ctx).enqueue([=] {
     run_reduce_scatter(ctx, group, out, in, 1, countPerRank, dtype, op);
-  });
+  }));
 }
 loomrt_comm_event *loomrt_comm_all_gather_async(loomrt_ctx *ctx, uint32_t group,
                                                 loomrt_buf *out, loomrt_buf *in,
                                                 int64_t countPerRank,
                                                 int32_t dtype) {
-  return streamOf(ctx).enqueue(
-      [=] { run_all_gather(ctx, group, out, in, 1, countPerRank, dtype); });
+  return issued(ctx, "all_gather", group, streamOf(ctx).enqueue([=] {
+    run_all_gather(ctx, group, out, in, 1, countPerRank, dtype);
+  }));
+}
+loomrt_comm_event *
+loomrt_comm_all_gather_rows_async(loomrt_ctx *ctx, uint32_t group,
+                                  loomrt_buf *out, loomrt_buf *in, int64_t rows,
+                                  int64_t countPerRank, int32_t dtype) {
+  return issued(ctx, "all_gather", group, streamOf(ctx).enqueue([=] {
+    run_all_gather(ctx, group, out, in, rows, countPerRank, dtype);
+  }));
 }
 loomrt_comm_event *loomrt_comm_all_to_all_async(loomrt_ctx *ctx, uint32_t group,
                                                 loomrt_buf *out, loomrt_buf *in,
                                                 int64_t countPerRank,
                                                 int32_t dtype) {
-  return streamOf(ctx).enqueue(
-      [=] { run_all_to_all(ctx, group, out, in, countPerRank, dtype); });
+  return issued(ctx, "all_to_all", group, streamOf(ctx).enqueue([=] {
+    run_all_to_all(ctx, group, out, in, countPerRank, dtype);
+  }));
 }
 loomrt_comm_event *loomrt_comm_broadcast_async(loomrt_ctx *ctx, uint32_t group,
                                                loomrt_buf *data, int64_t count,
                                                int32_t dtype, int32_t root) {
-  return streamOf(ctx).enqueue(
-      [=] { run_broadcast(ctx, group, data, count, dtype, root); });
+  return issued(ctx, "broadcast", group, streamOf(ctx).enqueue([=] {
+    run_broadcast(ctx, group, data, count, dtype, root);
+  }));
 }
 loomrt_comm_event *loomrt_comm_send_async(loomrt_ctx *ctx, uint32_t group,
                                           loomrt_buf *data, int64_t count,

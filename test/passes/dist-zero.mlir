@@ -5,10 +5,11 @@
 // runs on blocks and the updated parameter is all-gathered. Stage 2: each
 // layer's weight gradient is reduce-scattered inside the backward loop,
 // right after the op that makes it; the loop's stacked gradient is the
-// block. Stage 3: the parameters are stored as blocks and gathered inside
-// the layer loops, once in the forward body and again in the backward
-// body, and at the top level before each op that reads one; nothing is
-// gathered after the update. At every stage the norm is summed from the
+// block. Stage 3: the parameters are stored as blocks and gathered for
+// the layer loops, once in the forward and again in the backward (each
+// iteration starting the next layer's gather, dist-prefetch), and at the
+// top level before each op that reads one; nothing is gathered after the
+// update. At every stage the norm is summed from the
 // blocks and all-reduced as one scalar.
 // RUN: loom-opt %S/Inputs/stack-step-dp2.mlir --dist-zero="stage=1" | FileCheck %s --check-prefix=ALONE
 // RUN: loom-opt %s --loom-pipeline="mesh=dp=2 zero=1" | FileCheck %s --check-prefix=ZERO1
@@ -46,15 +47,18 @@
 // ZERO2: dist.all_gather %new_param over ["dp"] dim 1 : tensor<2x2x8xf32> -> tensor<2x4x8xf32>
 
 // ZERO3: %0 = train.param "w" init(<normal, 1.000000e-01>) {dist.global_shape = array<i64: 2, 4, 8>, dist.shard_groups = array<i64: 0, 1, 0>} : tensor<2x2x8xf32>
+// ZERO3: dist.all_gather_start %0 at %c0 over ["dp"] dim 0 : tensor<2x2x8xf32> -> tensor<4x8xf32>
 // ZERO3: train.repeat 2 saving_carries
-// ZERO3: %[[WF:.*]] = dist.all_gather %arg2 over ["dp"] dim 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+// ZERO3-NEXT: ^bb0(%arg0: index, %arg1: tensor<4x4xf32>, %arg2: tensor<8x4xf32>, %[[WF:.*]]: tensor<4x8xf32>,
+// ZERO3: dist.all_gather_start %{{.*}} at %{{.*}} over ["dp"] dim 0 : tensor<2x2x8xf32> -> tensor<4x8xf32>
 // ZERO3-NEXT: train.matmul %arg1, %[[WF]] : tensor<4x4xf32>, tensor<4x8xf32>
 // ZERO3: %[[H1:.*]] = dist.all_gather %6 over ["dp"] dim 0 : tensor<2x6xf32> -> tensor<4x6xf32>
-// ZERO3-NEXT: train.matmul %carry_results, %[[H1]] : tensor<4x4xf32>, tensor<4x6xf32>
+// ZERO3-NEXT: train.matmul %carry_results#0, %[[H1]] : tensor<4x4xf32>, tensor<4x6xf32>
 // ZERO3: %[[H2:.*]] = dist.all_gather %6 over ["dp"] dim 0 : tensor<2x6xf32> -> tensor<4x6xf32>
 // ZERO3-NEXT: train.matmul %{{.*}}, %[[H2]] transpose_rhs
+// ZERO3: dist.all_gather_start %0 at %c1 over ["dp"] dim 0 : tensor<2x2x8xf32> -> tensor<4x8xf32>
 // ZERO3: train.repeat 2 reverse
-// ZERO3: dist.all_gather %arg3 over ["dp"] dim 0 : tensor<2x8xf32> -> tensor<4x8xf32>
+// ZERO3: dist.all_gather_start %{{.*}} at %{{.*}} over ["dp"] dim 0 : tensor<2x2x8xf32> -> tensor<4x8xf32>
 // ZERO3: dist.reduce_scatter
 // ZERO3: train.yield
 // ZERO3: train.adamw_update {{.*}} %0, %{{.*}}, %1, %2 {{.*}} : tensor<2x2x8xf32>

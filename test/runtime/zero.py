@@ -192,6 +192,16 @@ for stage in range(4):
     check(f"dp=4 ZeRO-{stage}: report's model states per rank", got == want and
           reports[stage]["zero_stage"] == stage, f"{got} vs {want}")
 
+# Stage 3 holds two gathered layers at once in its layer loops (the one it
+# computes with and the next, prefetched): 2 x the whole per-layer
+# parameters, 4 bytes each; the other stages gather none.
+depth = shapes["w_qkv"][0]
+layer_bytes = 4 * sum(int(np.prod(s[1:])) for name, s in shapes.items()
+                      if len(s) >= 2 and s[0] == depth and name not in ("wte", "wpe"))
+got = [reports[stage]["gathered_in_flight_bytes"] for stage in range(4)]
+check("dp=4: the report's gathered layers in flight", got == [0, 0, 0, 2 * layer_bytes],
+      f"{got} vs {[0, 0, 0, 2 * layer_bytes]}")
+
 # -- Bytes ------------------------------------------------------------------
 def ring_allreduce(elements, n, rank=0):
     """Bytes rank `rank` sends in the host runtime's ring all-reduce of
@@ -266,9 +276,13 @@ check("dp=2 M=4: ZeRO-2 reduce-scatters the gradients per micro-batch",
 
 # -- Trace: stage 3's gathers and reduce-scatters, layer by layer ----------
 # In step 1 of a dp=4 stage-3 run, each iteration of the forward layer loop
-# gathers its layer's parameters, and each iteration of the backward one
-# gathers the ones the backward reads and reduce-scatters the layer's
-# weight gradients.
+# but the last gathers the next layer's parameters (dist-prefetch; the first
+# layer's are gathered before the loop), and each of the backward one but
+# the last gathers the next (lower) layer's parameters that the backward
+# reads; each backward iteration reduce-scatters its layer's weight
+# gradients. The gathers run on the communication thread (tid 1) and each
+# begins before the iteration's compute ends, which is where the iteration's
+# first wait (on the compute thread) begins.
 trace = os.path.join(work, "trace.%r.json")
 subprocess.run(MPIRUN + ["-n", "4", os.path.join(work, "adamw-z3"), "--steps", "2",
                          "--trace", trace, "--timeout", "120"],
@@ -283,23 +297,49 @@ for e in inside:
         loops.setdefault(int(m.group(1)), []).append((e["ts"], e["ts"] + e["dur"]))
 
 
-def within(kind, lo, hi):
-    return sum(1 for e in inside if e["name"].startswith(kind) and lo <= e["ts"] <= hi)
+def within(kind, lo, hi, tid=None):
+    return [e for e in inside if e["name"].startswith(kind) and lo <= e["ts"] <= hi
+            and (tid is None or e["tid"] == tid)]
 
 
 layer_loops = {r: its for r, its in loops.items() if len(its) == layers}
-per_loop = {r: [(within("all_gather", lo, hi), within("reduce_scatter", lo, hi)) for lo, hi in its]
+per_loop = {r: [(len(within("all_gather", lo, hi, tid=1)), len(within("reduce_scatter", lo, hi)))
+                for lo, hi in its]
             for r, its in layer_loops.items()}
 # Forward: the 12 per-layer parameters; backward: the 4 linear weights and
 # the 2 norm gains it reads, and the 12 gradients.
 stacked = [name for name, shape in shapes.items() if len(shape) >= 2 and shape[0] == layers
            and name not in ("wte", "wpe")]
-forward = [r for r, c in per_loop.items() if all(x == (len(stacked), 0) for x in c)]
-backward = [r for r, c in per_loop.items() if all(x == (6, len(stacked)) for x in c)]
-check("dp=4 ZeRO-3 trace: every forward and backward layer iteration gathers its layer, "
-      "every backward one reduce-scatters its gradients",
+forward = [r for r, c in per_loop.items()
+           if c == [(len(stacked), 0)] * (layers - 1) + [(0, 0)]]
+backward = [r for r, c in per_loop.items()
+            if c == [(6, len(stacked))] * (layers - 1) + [(0, len(stacked))]]
+check("dp=4 ZeRO-3 trace: every forward and backward layer iteration but the last gathers the "
+      "next layer, every backward one reduce-scatters its gradients",
       len(forward) == 1 and len(backward) == 1,
       "; ".join(f"repeat {r}: (gathers, reduce-scatters) per iteration {c}"
                 for r, c in sorted(per_loop.items())))
+# Prefetch: each gather of the next layer is issued (its "start" span on the
+# compute thread) before the iteration's compute ends (its first wait); the
+# share of the gathers' time that ran during the compute is printed, not
+# asserted (two cores carry four ranks and their communication threads
+# here).
+issued, early, overlapped, total = 0, 0, 0.0, 0.0
+for r in forward + backward:
+    for lo, hi in layer_loops[r][:-1]:
+        waits = within("wait", lo, hi, tid=0)
+        compute_end = min(w["ts"] for w in waits) if waits else hi
+        for g in within("start all_gather", lo, hi, tid=0):
+            issued += 1
+            early += g["ts"] < compute_end
+        for g in within("all_gather", lo, hi, tid=1):
+            total += g["dur"]
+            overlapped += max(0.0, min(g["ts"] + g["dur"], compute_end) - g["ts"])
+expected = (layers - 1) * (len(stacked) + 6)
+check("dp=4 ZeRO-3 trace: every next layer's gather is issued before the current layer's "
+      "compute ends",
+      issued == expected and early == issued,
+      f"{early} of {issued} gathers (expected {expected}); "
+      f"{100 * overlapped / max(total, 1e-9):.0f}% of their time during the compute")
 
 check.finish()

@@ -231,7 +231,8 @@ void loomrt_pipeline_trace(loomrt_ctx *ctx, int64_t kind, int64_t stage,
    stream (collectives run one after another in issue order, overlapping the
    caller's work) and the returned event is waited with loomrt_comm_wait,
    after which the buffers may be read or reused. Every event must be waited
-   exactly once. */
+   exactly once; waiting a null event (a collective not started) does
+   nothing. */
 typedef struct loomrt_comm_event loomrt_comm_event;
 void loomrt_comm_wait(loomrt_ctx *ctx, loomrt_comm_event *event);
 loomrt_comm_event *loomrt_comm_all_reduce_async(loomrt_ctx *ctx, uint32_t group,
@@ -244,6 +245,10 @@ loomrt_comm_event *loomrt_comm_all_gather_async(loomrt_ctx *ctx, uint32_t group,
                                                 loomrt_buf *out, loomrt_buf *in,
                                                 int64_t count_per_rank,
                                                 int32_t dtype);
+loomrt_comm_event *
+loomrt_comm_all_gather_rows_async(loomrt_ctx *ctx, uint32_t group,
+                                  loomrt_buf *out, loomrt_buf *in, int64_t rows,
+                                  int64_t count_per_rank, int32_t dtype);
 loomrt_comm_event *loomrt_comm_all_to_all_async(loomrt_ctx *ctx, uint32_t group,
                                                 loomrt_buf *out, loomrt_buf *in,
                                                 int64_t count_per_rank,

@@ -158,3 +158,43 @@ train.model @m attributes {dist.mesh = #dist.mesh<["pp" = 4, "dp" = 2]>} {
   %l = train.reduce sum %a dims [0] : tensor<8xf32>
   train.output loss(%l : tensor<f32>)
 }
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %x = train.input "x" : tensor<2x4xf32>
+  %c = arith.constant 0 : index
+  // expected-error @below {{result 'tensor<4xf32>' must be the group's blocks gathered along the dimension of 'tensor<4xf32>' (dimension 0 of size 8)}}
+  %s = dist.all_gather_start %x at %c over ["dp"] dim 0 : tensor<2x4xf32> -> tensor<4xf32>
+  %g = dist.wait %s : tensor<4xf32>
+  %l = train.reduce sum %g dims [0] : tensor<4xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %x = train.input "x" : tensor<4xf32>
+  // expected-error @below {{result must have one use, the one dist.wait that ends the collective}}
+  %s = dist.all_gather_start %x over ["dp"] dim 0 : tensor<4xf32> -> tensor<8xf32>
+  %l = train.reduce sum %s dims [0] : tensor<8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %x = train.input "x" : tensor<3x4xf32>
+  %y = train.input "y" : tensor<2x4xf32>
+  %h = train.repeat 2 carry(%y : tensor<2x4xf32>) invariant(%x : tensor<3x4xf32>) : (tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<2x4xf32>, %w: tensor<3x4xf32>):
+    %two = arith.constant 2 : index
+    %j = arith.muli %i, %two : index
+    // expected-error @below {{slice index must be a constant or the enclosing loop's iteration plus a constant}}
+    %s = dist.all_gather_start %w at %j over ["dp"] dim 0 : tensor<3x4xf32> -> tensor<8xf32>
+    %g = dist.wait %s : tensor<8xf32>
+    train.yield carry(%c : tensor<2x4xf32>)
+  }
+  %l = train.reduce sum %h dims [0, 1] : tensor<2x4xf32>
+  train.output loss(%l : tensor<f32>)
+}

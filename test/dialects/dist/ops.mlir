@@ -7,6 +7,7 @@ train.model @collectives attributes {dist.mesh = #dist.mesh<["dp" = 2, "tp" = 2]
   %w = train.param "w" init(#train.init<zeros>) {dist.sharding = [#dist.sharding<[{"dp", ?}, {"tp"}p0 ], unreduced = {}>]} : tensor<8x8xf32>
   // CHECK: dist.sharding = [#dist.sharding<[{"dp", ?}, {"tp"}p0]>]
   %x = train.input "x" {dist.sharding = [#dist.sharding<[{?}, {} ], unreduced = {"dp"}>]} : tensor<8x8xf32>
+  %stack = train.input "stack" : tensor<2x4x8xf32>
   // CHECK: dist.sharding = [#dist.sharding<[{?}, {}], unreduced = {"dp"}>]
   // CHECK: dist.all_reduce %{{.*}} over ["dp"] : tensor<8x8xf32>
   %a = dist.all_reduce %x over ["dp"] : tensor<8x8xf32>
@@ -28,6 +29,14 @@ train.model @collectives attributes {dist.mesh = #dist.mesh<["dp" = 2, "tp" = 2]
   // CHECK-NEXT: dist.wait %[[S]]#0, %[[S]]#1 : tensor<8x8xf32>, tensor<4x8xf32>
   %st:2 = dist.all_reduce_start %x, %r over ["dp"] : tensor<8x8xf32>, tensor<4x8xf32>
   %wt:2 = dist.wait %st#0, %st#1 : tensor<8x8xf32>, tensor<4x8xf32>
+  // CHECK: %[[G:.*]] = dist.all_gather_start %{{.*}} over ["tp"] dim 1 : tensor<8x8xf32> -> tensor<8x16xf32>
+  // CHECK-NEXT: dist.wait %[[G]] : tensor<8x16xf32>
+  %gs = dist.all_gather_start %x over ["tp"] dim 1 : tensor<8x8xf32> -> tensor<8x16xf32>
+  %gw = dist.wait %gs : tensor<8x16xf32>
+  // CHECK: %[[L:.*]] = dist.all_gather_start %{{.*}} at %{{.*}} over ["dp"] dim 0 : tensor<2x4x8xf32> -> tensor<8x8xf32>
+  %c1 = arith.constant 1 : index
+  %ls = dist.all_gather_start %stack at %c1 over ["dp"] dim 0 : tensor<2x4x8xf32> -> tensor<8x8xf32>
+  %lw8 = dist.wait %ls : tensor<8x8xf32>
   // CHECK: dist.send %{{.*}} to "tp" = 1 {dist.on = {tp = 0 : i64}} : tensor<8x8xf32>
   // CHECK: dist.recv from "tp" = 0 {dist.on = {tp = 1 : i64}} : tensor<8x8xf32>
   dist.send %x to "tp" = 1 {dist.on = {tp = 0}} : tensor<8x8xf32>

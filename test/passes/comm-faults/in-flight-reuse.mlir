@@ -16,7 +16,7 @@ train.model @m attributes {optimizer = #train.sgd<>, schedule = #train.schedule<
   // The labelled-token count's all-reduce is started here and waited
   // before the loss's gradient is scaled; the faulty plan puts the local
   // count, made from this op too, in its buffer.
-  // expected-error @+3 {{the buffer of this asynchronous all-reduce (arena bytes [448, 452)) is reused by 'train.label_count' before its 'dist.wait'}}
+  // expected-error @+3 {{a buffer of this asynchronous collective (arena bytes [448, 452)) is reused by 'train.label_count' before its 'dist.wait'}}
   // expected-note @+2 {{writes arena bytes [448, 452) here}}
   // expected-note @+1 {{the wait}}
   %l = train.cross_entropy %y, %t : tensor<8x4xf32>, tensor<8xi32>
