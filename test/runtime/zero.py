@@ -159,6 +159,22 @@ _, _, report = build("z3-tp2-sgd", sgd, ["--mesh", "dp=2,tp=2", "--zero=3"])
 compare("sgd dp=2 x tp=2 ZeRO-3", run("z3-tp2-sgd", os.path.join(work, "z3-tp2-sgd"), 4),
         refs["sgd"])
 
+# With rematerialization the backward recomputes each layer's forward, so it
+# re-gathers every parameter of the layer (the forward's 12), not only the
+# ones its own products read.
+def backward_gathers(program):
+    body = program[re.search(r"train.repeat \d+ reverse", program).end():]
+    return body[:body.index("train.yield")].count("dist.all_gather_start")
+
+
+_, plain3, _ = build("sgd-z3-plain", sgd, ["--mesh", "dp=4", "--zero=3"])
+exe, full3, _ = build("sgd-z3-full", sgd, ["--mesh", "dp=4", "--zero=3", "--remat=full"])
+gathers = (backward_gathers(plain3), backward_gathers(full3))
+check("dp=4 ZeRO-3 --remat=full: the backward's recomputation re-gathers the whole layer",
+      gathers == (6, 12), f"backward gathers per iteration {gathers[0]} without, "
+      f"{gathers[1]} with recomputation")
+compare("sgd dp=4 ZeRO-3 --remat=full", run("sgd-z3-full", exe, 4), refs["sgd"])
+
 ref_m4 = {name: run(f"ref-{name}-m4", build(f"ref-{name}-m4", model, ["--micro-batches=4"])[0], 1)
           for name, model in (("adamw", adamw), ("sgd", sgd))}
 for name, model in (("adamw", adamw), ("sgd", sgd)):
