@@ -525,6 +525,10 @@ struct Planner {
       // that nothing reads after it: a gradient reduced over dp is not
       // held twice. (An exchange between two members posts its operand,
       // which must outlive the receive.)
+      // A reduction deferred past its loop is made in the loop's result
+      // (its slice): no bytes here.
+      if (loom::dist::isDeferredStart(&op))
+        continue;
       if (isa<loom::dist::AllReduceStartOp, loom::dist::AllReduceOp>(op) &&
           !inSpan && !faults.releaseInFlightAtStart) {
         auto reduce = dyn_cast<loom::dist::AllReduceOp>(op);
@@ -666,52 +670,78 @@ LogicalResult loom::analysis::verifyInFlightBuffers(Block &block,
     return {it->second.where,
             it->second.where + plannedBytes(v, plan.scheduled)};
   };
-  WalkResult result = block.walk([&](Operation *start) {
-    if (!isa<loom::dist::AllReduceStartOp, loom::dist::AllGatherStartOp>(start))
-      return WalkResult::advance();
-    // What the collective reads or writes until its wait: its results and,
-    // for a gather, which reads its operand from the stream, the operand.
-    SmallVector<Value> inFlight(start->getResults());
-    if (isa<loom::dist::AllGatherStartOp>(start))
-      inFlight.push_back(start->getOperand(0));
-    Operation *wait = nullptr;
-    for (Operation *user : start->getUsers())
-      if (isa<loom::dist::WaitOp>(user))
-        wait = user;
-    if (!wait || wait->getBlock() != start->getBlock())
-      return WalkResult::advance();
-    for (Operation *op = start->getNextNode(); op && op != wait;
-         op = op->getNextNode()) {
-      WalkResult clash = op->walk([&](Operation *writer) {
-        // A reshape or a wait writes nothing: its result is its operand's
-        // bytes under another name.
+  // The first op after `from` and before `until` (at any depth) that writes
+  // arena bytes of one of `busy`, with that value. A reshape or a wait
+  // writes nothing: its result is its operand's bytes under another name.
+  auto firstWriter = [&](Operation *from, Operation *until,
+                         ArrayRef<Value> busy) -> std::pair<Operation *, Value> {
+    std::pair<Operation *, Value> found{nullptr, Value()};
+    for (Operation *op = from->getNextNode(); op && op != until && !found.first;
+         op = op->getNextNode())
+      op->walk([&](Operation *writer) {
         if (isa<ReshapeOp, loom::dist::WaitOp>(writer))
           return WalkResult::advance();
         for (Value written : writer->getResults()) {
           auto [begin, end] = arenaBytes(written);
-          if (begin == end)
-            continue;
-          for (Value busy : inFlight) {
-            auto [fb, fe] = arenaBytes(busy);
-            if (fb == fe || end <= fb || fe <= begin)
+          for (Value b : busy) {
+            auto [fb, fe] = arenaBytes(b);
+            if (begin == end || fb == fe || end <= fb || fe <= begin)
               continue;
-            InFlightDiagnostic d =
-                start->emitError("a buffer of this asynchronous collective "
-                                 "(arena bytes [")
-                << fb << ", " << fe << ")) is reused by '" << writer->getName()
-                << "' before its 'dist.wait'";
-            d.attachNote(writer->getLoc()) << "writes arena bytes [" << begin
-                                           << ", " << end << ") here";
-            d.attachNote(wait->getLoc()) << "the wait";
+            found = {writer, b};
             return WalkResult::interrupt();
           }
         }
         return WalkResult::advance();
       });
-      if (clash.wasInterrupted())
-        return WalkResult::interrupt();
+    return found;
+  };
+  auto bytesOf = [&](Value v) {
+    auto [b, e] = arenaBytes(v);
+    return "arena bytes [" + std::to_string(b) + ", " + std::to_string(e) +
+           ")";
+  };
+  WalkResult result = block.walk([&](Operation *op) {
+    // A start: what the collective reads or writes until its wait (its
+    // results and, for a gather, which the stream reads, its operand).
+    if (isa<loom::dist::AllReduceStartOp, loom::dist::AllGatherStartOp>(op)) {
+      SmallVector<Value> inFlight(op->getResults());
+      if (isa<loom::dist::AllGatherStartOp>(op))
+        inFlight.push_back(op->getOperand(0));
+      Operation *wait = nullptr;
+      for (Operation *user : op->getUsers())
+        if (isa<loom::dist::WaitOp>(user))
+          wait = user;
+      if (!wait || wait->getBlock() != op->getBlock())
+        return WalkResult::advance();
+      auto [writer, busy] = firstWriter(op, wait, inFlight);
+      if (!writer)
+        return WalkResult::advance();
+      InFlightDiagnostic d = op->emitError("a buffer of this asynchronous "
+                                           "collective (")
+                             << bytesOf(busy) << ") is reused by '"
+                             << writer->getName() << "' before its 'dist.wait'";
+      d.attachNote(writer->getLoc())
+          << "writes " << bytesOf(writer->getResult(0)) << " here";
+      d.attachNote(wait->getLoc()) << "the wait";
+      return WalkResult::interrupt();
     }
-    return WalkResult::advance();
+    // A wait of a reduction deferred past its loop: in flight in the loop's
+    // results until the wait.
+    auto wait = dyn_cast<loom::dist::WaitOp>(op);
+    if (!wait || !wait.isDeferred())
+      return WalkResult::advance();
+    SmallVector<Value> inFlight(wait.getInputs());
+    auto [writer, busy] = firstWriter(wait.getInputs()[0].getDefiningOp(),
+                                      wait, inFlight);
+    if (!writer)
+      return WalkResult::advance();
+    InFlightDiagnostic d = wait.emitError("the loop's results this wait "
+                                          "completes (")
+                           << bytesOf(busy) << ") are written by '"
+                           << writer->getName() << "' before it";
+    d.attachNote(writer->getLoc())
+        << "writes " << bytesOf(writer->getResult(0)) << " here";
+    return WalkResult::interrupt();
   });
   return failure(result.wasInterrupted());
 }

@@ -60,7 +60,7 @@ struct Emitter {
   const ModelLayout &layout;
   dist::MeshAttr mesh;
   OpBuilder b;
-  Type ctxType, bufType, eventType, bucketType;
+  Type ctxType, bufType, eventType, bucketType, listType;
   std::vector<int64_t> shapeWords;
   std::map<std::vector<int64_t>, int64_t> shapeIds;
   llvm::StringMap<FunctionType> declared;
@@ -84,6 +84,9 @@ struct Emitter {
   /// The runtime's event of each asynchronous collective in flight (keyed
   /// by its first result), or its bucket when it reduces several tensors.
   DenseMap<Value, Value> events, bucketsInFlight;
+  /// Per all-reduce deferred past its loop, the runtime's list of the
+  /// loop's iterations' events (created before the loop, waited after it).
+  DenseMap<Operation *, Value> deferredEvents;
 
   Emitter(ModuleOp module, ModelOp model, const ModelLayout &layout)
       : module(module), model(model), layout(layout),
@@ -100,6 +103,8 @@ struct Emitter {
         emitc::OpaqueType::get(c, "loomrt_comm_event"));
     bucketType = emitc::PointerType::get(
         emitc::OpaqueType::get(c, "loomrt_comm_bucket"));
+    listType =
+        emitc::PointerType::get(emitc::OpaqueType::get(c, "loomrt_comm_list"));
   }
 
   Location loc() { return model.getLoc(); }
@@ -398,11 +403,15 @@ struct Emitter {
     if (auto start = dyn_cast<dist::AllReduceStartOp>(op)) {
       if (start.getInputs().size() == 1) {
         copy(out, in, inType);
-        events[start.getResult(0)] =
-            call("loomrt_comm_all_reduce_async",
-                 {ctx, group(start.getGroupMask(mesh)), out,
-                  i64(inType.getNumElements()), dtype, i32(0)},
-                 {eventType});
+        Value event = call("loomrt_comm_all_reduce_async",
+                           {ctx, group(start.getGroupMask(mesh)), out,
+                            i64(inType.getNumElements()), dtype, i32(0)},
+                           {eventType});
+        // Deferred past the loop: into the loop's list, waited after it.
+        if (Value list = deferredEvents.lookup(start))
+          call("loomrt_comm_list_add", {ctx, list, event});
+        else
+          events[start.getResult(0)] = event;
         return success();
       }
       Value bucket = call("loomrt_comm_bucket_create", {ctx}, {bucketType});
@@ -416,7 +425,10 @@ struct Emitter {
       }
       call("loomrt_comm_bucket_all_reduce_async",
            {ctx, bucket, group(start.getGroupMask(mesh)), dtype});
-      bucketsInFlight[start.getResult(0)] = bucket;
+      if (Value list = deferredEvents.lookup(start))
+        call("loomrt_comm_list_add_bucket", {ctx, list, bucket});
+      else
+        bucketsInFlight[start.getResult(0)] = bucket;
       return success();
     }
     // The runtime's blocks split the outermost dimension; along an inner
@@ -516,6 +528,10 @@ struct Emitter {
       return failure();
     for (Value r : repeat.getResults())
       defineBuffer(r);
+    for (Operation &op : repeat.getBodyBlock())
+      if (dist::isDeferredStart(&op))
+        deferredEvents[&op] =
+            call("loomrt_comm_list_create", {ctx}, {listType});
     // A carry starts where this rank holds it (not another stage's).
     for (auto [init, result] :
          llvm::zip(repeat.getCarries(), repeat.getCarryResults()))
@@ -629,6 +645,24 @@ struct Emitter {
             predefined.insert(slice);
             madeInResult.insert(slice);
           }
+    // A reduction deferred past the loop is made in its result's slice
+    // (it completes after the loop, so nothing may copy it before).
+    for (Operation &op : body) {
+      if (!dist::isDeferredStart(&op))
+        continue;
+      for (Value slice : op.getResults()) {
+        auto at = yield.getStackedMutable().begin();
+        for (; at != yield.getStackedMutable().end() && at->get() != slice;
+             ++at)
+          ;
+        OpResult result = repeat.getStackedResults()[at->getOperandNumber() -
+                                                     yield.getCarries().size()];
+        buffers[slice] = view(bufferOf(result), index,
+                              tensorBytes(result.getType()) / count);
+        predefined.insert(slice);
+        madeInResult.insert(slice);
+      }
+    }
     if (failed(emitOps(body, nestedOps(functionOps, body))))
       return failure();
 
@@ -1037,6 +1071,10 @@ struct Emitter {
            llvm::zip(wait.getResults(), wait.getInputs()))
         buffers[result] = bufferOf(input);
       Operation *start = wait.getStart();
+      if (wait.isDeferred()) {
+        call("loomrt_comm_list_wait", {ctx, deferredEvents.lookup(start)});
+        return success();
+      }
       if (completedStarts.contains(start))
         return success();
       if (Value event = events.lookup(start->getResult(0)))

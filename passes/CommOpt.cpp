@@ -125,8 +125,10 @@ int64_t bucket(Block &block, int64_t cap,
     for (Region &region : op.getRegions())
       for (Block &inner : region)
         merged += bucket(inner, cap, evaluated);
+    // (Not a reduction deferred past its loop: its result is yielded.)
     if (auto start = dyn_cast<dist::AllReduceStartOp>(op);
-        start && start.getInputs().size() == 1)
+        start && start.getInputs().size() == 1 &&
+        isa<dist::WaitOp>(*start.getResult(0).getUsers().begin()))
       starts.push_back(start);
   }
   for (dist::AllReduceStartOp start : starts) {
@@ -154,6 +156,75 @@ int64_t bucket(Block &block, int64_t cap,
   return merged;
 }
 
+/// Defers the waits of a loop's per-iteration reductions past the loop:
+/// where a wait's results are only yielded as stacked slices, the body
+/// yields the start's results instead and one wait after the loop, right
+/// before the first op that reads any of those stacked results, completes
+/// every iteration's reduction. A layer's gradients are then reduced while
+/// the backward of the layers after it runs, not only during the rest of
+/// its own iteration.
+/// Whether `op` runs on some ranks or in some pipeline stage only.
+bool placed(Operation *op) {
+  return dist::attrs(op).getOnAttrHelper().isAttrPresent(op) ||
+         dist::stageOf(op).has_value();
+}
+
+int64_t deferPastLoop(RepeatOp loop) {
+  Block &body = loop.getBodyBlock();
+  YieldOp yield = loop.getYield();
+  unsigned firstStacked = loop.getCarries().size();
+  int64_t deferred = 0;
+  SmallVector<dist::WaitOp> waits(body.getOps<dist::WaitOp>());
+  for (dist::WaitOp wait : waits) {
+    auto start = dyn_cast_or_null<dist::AllReduceStartOp>(wait.getStart());
+    if (!start || wait.isDeferred() || placed(start) || placed(wait))
+      continue;
+    // Each result read by the yield alone, as a stacked slice, once.
+    SmallVector<unsigned> slots;
+    for (Value r : wait.getResults()) {
+      if (!r.hasOneUse() || *r.getUsers().begin() != yield.getOperation())
+        break;
+      unsigned k = r.getUses().begin()->getOperandNumber();
+      if (k < firstStacked)
+        break;
+      slots.push_back(k);
+    }
+    if (slots.size() != wait.getNumResults())
+      continue;
+    SmallVector<Value> results;
+    for (auto [r, k] : llvm::zip(wait.getResults(), slots)) {
+      yield->setOperand(k, start->getResult(r.getResultNumber()));
+      results.push_back(loop->getResult(k));
+    }
+    wait.erase();
+    // The one wait after the loop, before the first op that reads one of
+    // them (or the block's terminator).
+    Block *outer = loop->getBlock();
+    Operation *firstUse = outer->getTerminator();
+    for (Value r : results)
+      for (Operation *user : r.getUsers())
+        if (Operation *anc = outer->findAncestorOpInBlock(*user);
+            anc && anc->isBeforeInBlock(firstUse))
+          firstUse = anc;
+    OpBuilder b(firstUse);
+    auto after = dist::WaitOp::create(b, start.getLoc(),
+                                      ValueRange(results).getTypes(), results);
+    for (auto [r, w] : llvm::zip(results, after.getResults()))
+      r.replaceAllUsesExcept(w, after);
+    ++deferred;
+  }
+  return deferred;
+}
+
+/// Moves each wait right after its start: the collectives block, the
+/// baseline `bench/comm-overlap.sh` measures overlap against.
+void waitImmediately(Operation *root) {
+  root->walk([](dist::WaitOp wait) {
+    if (!wait.isDeferred())
+      wait->moveAfter(wait.getStart());
+  });
+}
+
 struct DistCommOptPass : public loom::impl::DistCommOptBase<DistCommOptPass> {
   using Base::Base;
   void runOnOperation() override {
@@ -175,6 +246,27 @@ struct DistCommOptPass : public loom::impl::DistCommOptBase<DistCommOptPass> {
     for (train::ModelOp model : getOperation().getOps<train::ModelOp>())
       numBucketed += bucket(model.getBody().front(), bucketBytes,
                             analysis::evaluationOps(model));
+    // Outside a pipeline's schedule (whose loops run their iterations
+    // interleaved by actions), the waits of what a loop only yields go
+    // after it.
+    if (overlap)
+      getOperation().walk([&](train::ModelOp model) {
+        // (A pipeline's stages run their ops under guards, which complete
+        // what they start.)
+        if (auto mesh = dist::attrs(model).getMeshAttrHelper().getAttr(model);
+            mesh && mesh.getAxis(dist::AxisRole::Pipeline))
+          return;
+        SmallVector<RepeatOp> scheduled;
+        model.walk([&](dist::ScheduleOp schedule) {
+          llvm::append_range(scheduled, dist::scheduledLoops(schedule));
+        });
+        model.walk([&](RepeatOp loop) {
+          if (!llvm::is_contained(scheduled, loop) && !placed(loop))
+            numDeferred += deferPastLoop(loop);
+        });
+      });
+    if (!overlap)
+      waitImmediately(getOperation());
   }
 };
 

@@ -51,7 +51,9 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
   add(createDistPipelineFoldAccumulations());
   add(createDistPipelineSchedule(DistPipelineScheduleOptions{
       options.schedule, options.microBatches}));
-  add(createDistCommOpt());
+  DistCommOptOptions commOpt;
+  commOpt.overlap = options.commOverlap;
+  add(createDistCommOpt(commOpt));
   add(createDistPrefetch());
   add(createDistVerifyCommunication());
 }

@@ -89,6 +89,11 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
       llvm::cl::desc("ZeRO stage over the data axis: 0 (none), 1 (optimizer "
                      "state split), 2 (and gradients), 3 (and parameters)"),
       llvm::cl::init(0)};
+  Option<bool> commOverlap{
+      *this, "comm-overlap",
+      llvm::cl::desc("Overlap collectives with compute: each wait where the "
+                     "results are first read (false: right after its start)"),
+      llvm::cl::init(true)};
   Option<std::string> schedule{
       *this, "schedule",
       llvm::cl::desc("Pipeline schedule on a mesh with a pp axis: gpipe, "

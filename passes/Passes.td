@@ -445,15 +445,39 @@ def DistCommOpt : Pass<"dist-comm-opt", "::mlir::ModuleOp"> {
     %r = dist.wait %s : tensor<16x4xf32>
     %u = train.sgd_update ... %r ...
     ```
-    Last, starts over the same axes are merged into buckets of at most
+    Then starts over the same axes are merged into buckets of at most
     `bucket-bytes` (as PyTorch DDP's buckets, 25 MiB by default): one
     collective and one ring's latencies for many small gradients. A bucket
     starts where its last member would, so a member joins only while that
     still precedes every member's wait.
+
+    Last, a wait inside a loop whose results the body only yields as
+    stacked slices (a layer's reduced gradients) is deferred past the loop:
+    the body yields the start's results, and one `dist.wait` on the loop's
+    stacked results, right before the first op that reads one (the
+    clipping norm, else the optimizer), completes every iteration's
+    reduction, so layer i's gradients are reduced during the backward of
+    the layers after it. A pipeline's stages (guarded ops) and a schedule's
+    loops keep their waits in the iteration. With `overlap=false` every
+    wait follows its start instead (blocking collectives: the baseline of
+    `bench/comm-overlap.sh`).
+
+    ```mlir
+    %g = train.repeat 4 reverse ... {
+      ...
+      %s = dist.all_reduce_start %dw over ["dp"] : tensor<16x4xf32>
+      train.yield ... stacked(%s : tensor<16x4xf32>)
+    }
+    %r = dist.wait %g : tensor<4x16x4xf32>
+    %n = train.sum_squares %r ...
+    ```
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", "25 << 20",
            "Largest bucket of all-reduces merged into one collective">,
+    Option<"overlap", "overlap", "bool", "true",
+           "Defer waits to where the results are read (false: each wait "
+           "right after its start)">,
   ];
   let dependentDialects = ["::loom::dist::DistDialect"];
   let statistics = [
@@ -462,6 +486,8 @@ def DistCommOpt : Pass<"dist-comm-opt", "::mlir::ModuleOp"> {
     Statistic<"numAsync", "async", "All-reduces made asynchronous">,
     Statistic<"numBucketed", "bucketed",
               "All-reduces merged into another's bucket">,
+    Statistic<"numDeferred", "deferred",
+              "Waits deferred past their loop">,
   ];
 }
 

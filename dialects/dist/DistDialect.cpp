@@ -954,15 +954,43 @@ LogicalResult AllReduceStartOp::verify() {
   for (Value v : getInputs())
     if (!isa<FloatType>(cast<RankedTensorType>(v.getType()).getElementType()))
       return emitOpError("reduces float tensors only, got ") << v.getType();
+  // Its results are read by one wait in this block, or, deferred, yielded
+  // (each once) by the loop body that holds it.
   Operation *wait = nullptr;
   for (Value r : getResults()) {
-    if (!r.hasOneUse() || !isa<WaitOp>(*r.getUsers().begin()) ||
-        (wait && wait != *r.getUsers().begin()))
+    Operation *user = r.hasOneUse() ? *r.getUsers().begin() : nullptr;
+    Operation *loop = (*this)->getParentOp();
+    bool yielded = user && user == (*this)->getBlock()->getTerminator() &&
+                   loop->getNumRegions() == 1 && !isa<WaitOp>(user);
+    if (yielded) {
+      // ... and the loop's result for it waited after the loop.
+      unsigned k = r.getUses().begin()->getOperandNumber();
+      yielded = k < loop->getNumResults() && loop->getResult(k).hasOneUse() &&
+                isa<WaitOp>(*loop->getResult(k).getUsers().begin());
+    }
+    if (!user || (!isa<WaitOp>(user) && !yielded) || (wait && wait != user))
       return emitOpError("results must have one use, the one dist.wait that "
-                         "ends the collective");
-    wait = *r.getUsers().begin();
+                         "ends the collective (or the loop's yield, waited "
+                         "after the loop)");
+    wait = user;
   }
   return success();
+}
+
+Operation *WaitOp::getStart() {
+  if (getInputs().empty())
+    return nullptr;
+  auto result = dyn_cast<OpResult>(getInputs()[0]);
+  if (!result)
+    return nullptr;
+  Operation *def = result.getOwner();
+  if (def->getNumRegions() != 1 || def->getRegion(0).empty())
+    return def;
+  // A loop's result: what its body yields for it.
+  Operation *yield = def->getRegion(0).front().getTerminator();
+  if (!yield || result.getResultNumber() >= yield->getNumOperands())
+    return nullptr;
+  return yield->getOperand(result.getResultNumber()).getDefiningOp();
 }
 
 RankedTensorType AllGatherStartOp::getBlockType() {
@@ -1043,13 +1071,37 @@ LogicalResult WaitOp::verify() {
   Operation *start = getStart();
   if (!isa_and_nonnull<AllReduceStartOp, AllGatherStartOp>(start))
     return emitOpError("waits for the results of an asynchronous collective");
-  if (getInputs() != start->getResults())
+  if (isDeferred()) {
+    // The loop's stacked results for all the start's results, in order.
+    Operation *loop = getInputs()[0].getDefiningOp();
+    Operation *yield = loop->getRegion(0).front().getTerminator();
+    if (!isa<AllReduceStartOp>(start) ||
+        start->getBlock() != &loop->getRegion(0).front() ||
+        getInputs().size() != start->getNumResults())
+      return emitOpError("waits after a loop for all the results of one "
+                         "all-reduce started in its body, in order");
+    for (auto [input, made] : llvm::zip(getInputs(), start->getResults())) {
+      auto result = dyn_cast<OpResult>(input);
+      auto type = cast<RankedTensorType>(input.getType());
+      if (!result || result.getOwner() != loop ||
+          yield->getOperand(result.getResultNumber()) != made ||
+          type.getRank() !=
+              cast<RankedTensorType>(made.getType()).getRank() + 1)
+        return emitOpError("waits after a loop for all the results of one "
+                           "all-reduce started in its body, in order, each "
+                           "yielded as a stacked slice");
+    }
+  } else if (getInputs() != start->getResults()) {
     return emitOpError("must wait for all the results of its collective, in "
                        "order");
-  if (start->getBlock() != (*this)->getBlock() ||
-      !start->isBeforeInBlock(*this))
-    return emitOpError("must follow the collective it waits for in the same "
-                       "block");
+  }
+  // After the collective (or the loop that starts it), in the same block.
+  Operation *before = getInputs()[0].getDefiningOp();
+  if (before->getBlock() != (*this)->getBlock() ||
+      !before->isBeforeInBlock(*this))
+    return emitOpError("must follow the ")
+           << (isDeferred() ? "loop" : "collective")
+           << " it waits for in the same block";
   return success();
 }
 
@@ -1234,6 +1286,14 @@ void loom::dist::placeOnRanks(Operation *op, StringAttr axis,
               axis, coordinates.size() == 1
                         ? Attribute(b.getI64IntegerAttr(coordinates[0]))
                         : Attribute(b.getDenseI64ArrayAttr(coordinates)))));
+}
+
+bool loom::dist::isDeferredStart(Operation *op) {
+  auto start = dyn_cast<AllReduceStartOp>(op);
+  return start && start->getNumResults() > 0 &&
+         start.getResult(0).hasOneUse() &&
+         *start.getResult(0).getUsers().begin() ==
+             start->getBlock()->getTerminator();
 }
 
 bool loom::dist::isCommunication(Operation *op) {

@@ -69,6 +69,11 @@ bool onAdmits(mlir::Attribute entry, int64_t coordinate);
 void placeOnRanks(mlir::Operation *op, mlir::StringAttr axis,
                   llvm::ArrayRef<int64_t> coordinates);
 
+/// Whether `op` is an all-reduce start deferred past its loop: its results
+/// yielded as stacked slices of the loop whose body holds it, and waited
+/// after the loop (`dist.wait` on the loop's results).
+bool isDeferredStart(mlir::Operation *op);
+
 /// Whether `op` communicates: a collective over mesh axes or one half of a
 /// point-to-point transfer (not `dist.shard`, which is local).
 bool isCommunication(mlir::Operation *op);

@@ -439,9 +439,11 @@ def Dist_AllReduceStartOp : Dist_Op<"all_reduce_start", [AllTypesMatch<["inputs"
     The asynchronous form of `dist.all_reduce`, over one or several tensors
     at once (a bucket: one collective, one ring's latencies): the reduction
     starts here on the runtime's communication stream, and its results are
-    read only through the one `dist.wait` that ends it, in the same block.
-    `dist-comm-opt` issues starts as early and waits as late as the
-    dependencies allow, so communication overlaps compute.
+    read only through the one `dist.wait` that ends it, in the same block,
+    or, deferred, yielded as stacked slices of the loop whose body holds it
+    and waited after the loop (see `dist.wait`). `dist-comm-opt` issues
+    starts as early and waits as late as the dependencies allow, so
+    communication overlaps compute.
 
     ```mlir
     %r:2 = dist.all_reduce_start %g, %h over ["dp"] : tensor<16x4xf32>, tensor<4xf32>
@@ -516,14 +518,36 @@ def Dist_WaitOp : Dist_Op<"wait", [AllTypesMatch<["inputs", "results"]>]> {
     (`dist.all_reduce_start` or `dist.all_gather_start`), all of them in
     order, in the same block; the results are the same buffers, now
     complete.
+
+    Deferred past a loop: the operands are stacked results of a
+    `train.repeat` whose body yields, for them, all the results of one
+    `dist.all_reduce_start` in order. Each iteration starts the reduction
+    of its slices, and this wait, after the loop, completes every
+    iteration's (`dist-comm-opt` defers so a layer's gradient reduction
+    runs during the backward of the layers after it).
+
+    ```mlir
+    %g = train.repeat 4 reverse ... {
+      ...
+      %s = dist.all_reduce_start %dw over ["dp"] : tensor<16x4xf32>
+      train.yield ... stacked(%s : tensor<16x4xf32>)
+    }
+    %r = dist.wait %g : tensor<4x16x4xf32>
+    ```
   }];
   let arguments = (ins Variadic<AnyRankedTensor>:$inputs);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = "$inputs attr-dict `:` type($inputs)";
   let extraClassDeclaration = [{
-    /// The collective this wait ends.
-    ::mlir::Operation *getStart() {
-      return getInputs().empty() ? nullptr : getInputs()[0].getDefiningOp();
+    /// The collective this wait ends: its operands' op or, for the stacked
+    /// results of a loop (a reduction deferred past the loop), the start
+    /// in the loop's body whose results the body yields for them.
+    ::mlir::Operation *getStart();
+    /// Whether it waits for a loop's stacked results: every iteration's
+    /// collective, each started in its iteration.
+    bool isDeferred() {
+      return getStart() && !getInputs().empty() &&
+             getStart() != getInputs()[0].getDefiningOp();
     }
   }];
   let hasVerifier = 1;

@@ -1,7 +1,8 @@
 //===- Bucket.cpp - several buffers all-reduced as one collective ---------===//
 //
-// Backend-independent: packing and unpacking are the backend's own
-// stream-ordered copies, the reduction its asynchronous all-reduce.
+// Backend-independent: the backend packs, reduces and unpacks on its
+// communication stream (backend::bucketAllReduce). And lists of events
+// waited together (a loop's deferred reductions).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +13,6 @@
 struct loomrt_comm_bucket {
   std::vector<std::pair<loomrt_buf *, int64_t>> members;
   int64_t count = 0;
-  char *staging = nullptr;
   loomrt_comm_event *event = nullptr;
 };
 
@@ -35,27 +35,42 @@ void loomrt_comm_bucket_all_reduce_async(loomrt_ctx *ctx,
                                          uint32_t group, int32_t dtype) {
   if (dtype != LOOMRT_F32)
     fail("loomrt_comm_bucket_all_reduce_async: f32 buckets only");
-  bucket->staging = allocate(ctx, bucket->count * 4);
-  auto *staging = reinterpret_cast<loomrt_buf *>(bucket->staging);
-  int64_t offset = 0;
-  for (auto [data, count] : bucket->members) {
-    loomrt_copy(ctx, loomrt_view(ctx, staging, offset), data, count * 4);
-    offset += count * 4;
-  }
-  bucket->event = loomrt_comm_all_reduce_async(ctx, group, staging,
-                                               bucket->count, dtype, 0);
+  bucket->event =
+      backend::bucketAllReduce(ctx, group, bucket->members, bucket->count);
 }
 
 void loomrt_comm_bucket_wait(loomrt_ctx *ctx, loomrt_comm_bucket *bucket) {
   if (!bucket->event)
     fail("loomrt_comm_bucket_wait: the bucket's reduction did not start");
   loomrt_comm_wait(ctx, bucket->event);
-  auto *staging = reinterpret_cast<loomrt_buf *>(bucket->staging);
-  int64_t offset = 0;
-  for (auto [data, count] : bucket->members) {
-    loomrt_copy(ctx, data, loomrt_view(ctx, staging, offset), count * 4);
-    offset += count * 4;
-  }
-  release(ctx, bucket->staging, bucket->count * 4);
   delete bucket;
+}
+
+struct loomrt_comm_list {
+  /// An event, or a bucket (whose wait frees it), in the order added.
+  std::vector<std::pair<loomrt_comm_event *, loomrt_comm_bucket *>> waits;
+};
+
+loomrt_comm_list *loomrt_comm_list_create(loomrt_ctx *) {
+  return new loomrt_comm_list();
+}
+
+void loomrt_comm_list_add(loomrt_ctx *, loomrt_comm_list *list,
+                          loomrt_comm_event *event) {
+  list->waits.push_back({event, nullptr});
+}
+
+void loomrt_comm_list_add_bucket(loomrt_ctx *, loomrt_comm_list *list,
+                                 loomrt_comm_bucket *bucket) {
+  list->waits.push_back({nullptr, bucket});
+}
+
+void loomrt_comm_list_wait(loomrt_ctx *ctx, loomrt_comm_list *list) {
+  for (auto [event, bucket] : list->waits) {
+    if (bucket)
+      loomrt_comm_bucket_wait(ctx, bucket);
+    else
+      loomrt_comm_wait(ctx, event);
+  }
+  delete list;
 }

@@ -871,7 +871,7 @@ static int train(int argc, char **argv, const loomrt_program *program) {
                            {"loss", loss},
                            {"lr", ctx.lastLr},
                            {"tokens_per_s", tps},
-                           {"peak_bytes", ctx.peakBytes},
+                           {"peak_bytes", ctx.peakBytes.load()},
                            {"tensor_bytes", tensorBytes},
                            {"resident_tensor_bytes", residentTensorBytes},
                            {"arena_bytes", arenaBytes},

@@ -14,6 +14,7 @@
 #include "Formulas.h"
 #include "loomrt/loomrt.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -46,8 +47,10 @@ struct loomrt_ctx {
   double lrOverride = 0.0;
   /// The learning rate the last lr_schedule computed.
   double lastLr = 0.0;
-  int64_t currentBytes = 0;
-  int64_t peakBytes = 0;
+  /// Bytes the allocator has handed out, and their high-water mark
+  /// (trackBytes: the communication thread allocates too).
+  std::atomic<int64_t> currentBytes{0};
+  std::atomic<int64_t> peakBytes{0};
 
   // Processes and the mesh (Comm.cpp).
   int rank = 0, world = 1, localRank = 0;
@@ -129,7 +132,25 @@ void release(loomrt_ctx *ctx, char *ptr, int64_t bytes);
 int64_t elementBytes(int32_t dtype);
 
 /// What the common driver needs from a backend.
+/// Counts `bytes` more in use (fewer when negative) and the high-water
+/// mark, from any thread.
+inline void trackBytes(loomrt_ctx *ctx, int64_t bytes) {
+  int64_t now = ctx->currentBytes += bytes;
+  int64_t peak = ctx->peakBytes.load();
+  while (now > peak && !ctx->peakBytes.compare_exchange_weak(peak, now))
+    ;
+}
+
 namespace backend {
+/// All-reduces (sums) the f32 `members` (buffers and their element counts,
+/// `count` in all) over `group` as one collective: packed into a staging
+/// buffer, reduced, unpacked and the staging freed in the communication
+/// stream's order, so a bucket's staging lives only while its reduction
+/// runs, however late the caller waits (a loop's deferred reductions).
+loomrt_comm_event *
+bucketAllReduce(loomrt_ctx *ctx, uint32_t group,
+                const std::vector<std::pair<loomrt_buf *, int64_t>> &members,
+                int64_t count);
 /// The backend's name, for messages ("host", "cuda").
 const char *name();
 /// Called first in loomrt_main with its argv (the host backend may

@@ -494,7 +494,7 @@ void loomrt_finalize(loomrt_ctx *ctx) {
 
 int32_t loomrt_rank(loomrt_ctx *ctx) { return ctx->rank; }
 
-int64_t loomrt_peak_bytes(loomrt_ctx *ctx) { return ctx->peakBytes; }
+int64_t loomrt_peak_bytes(loomrt_ctx *ctx) { return ctx->peakBytes.load(); }
 
 int64_t loomrt_mesh_coord(loomrt_ctx *ctx, int32_t axis) {
   if (axis < 0 || axis >= int32_t(ctx->meshSizes.size()))

@@ -157,15 +157,21 @@ void checkReduction(int32_t dtype, const char *op) {
     fail(std::string(op) + ": only f32 reductions are supported");
 }
 
-cudaEvent_t allReduce(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *data,
-                      int64_t count, int32_t dtype, int32_t op) {
-  checkReduction(dtype, "all_reduce");
-  Collective c = collectiveOf(ctx, mask);
+/// Counts what this rank sends in a ring all-reduce of `count` floats.
+void countAllReduce(loomrt_ctx *ctx, const Collective &c, uint32_t mask,
+                    int64_t count) {
   int64_t sent = 0;
   for (int s = 0; s < c.size - 1; ++s)
     sent += chunkSize(count, c.size, (c.rank - s + c.size) % c.size) +
             chunkSize(count, c.size, (c.rank + 1 - s + c.size) % c.size);
   countBytes(ctx, LOOMRT_ALL_REDUCE, mask, c.size > 1 ? sent * 4 : 0);
+}
+
+cudaEvent_t allReduce(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *data,
+                      int64_t count, int32_t dtype, int32_t op) {
+  checkReduction(dtype, "all_reduce");
+  Collective c = collectiveOf(ctx, mask);
+  countAllReduce(ctx, c, mask, count);
   return issue(ctx, c, "all_reduce", mask, count * 4,
                [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
                  LOOMRT_NCCL(ncclAllReduce(data, data, size_t(count),
@@ -529,3 +535,34 @@ void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
 }
 
 } // extern "C"
+
+loomrt_comm_event *loomrt::backend::bucketAllReduce(
+    loomrt_ctx *ctx, uint32_t group,
+    const std::vector<std::pair<loomrt_buf *, int64_t>> &members,
+    int64_t count) {
+  Collective c = collectiveOf(ctx, group);
+  countAllReduce(ctx, c, group, count);
+  return asEvent(issue(
+      ctx, c, "all_reduce", group, count * 4,
+      [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
+        char *staging = nullptr;
+        LOOMRT_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&staging),
+                                    size_t(count) * 4, s));
+        int64_t offset = 0;
+        for (auto [data, n] : members) {
+          LOOMRT_CUDA(cudaMemcpyAsync(staging + offset, data, size_t(n) * 4,
+                                      cudaMemcpyDeviceToDevice, s));
+          offset += n * 4;
+        }
+        LOOMRT_NCCL(ncclAllReduce(staging, staging, size_t(count), ncclFloat32,
+                                  ncclSum, comm, s),
+                    comm, what);
+        offset = 0;
+        for (auto [data, n] : members) {
+          LOOMRT_CUDA(cudaMemcpyAsync(data, staging + offset, size_t(n) * 4,
+                                      cudaMemcpyDeviceToDevice, s));
+          offset += n * 4;
+        }
+        LOOMRT_CUDA(cudaFreeAsync(staging, s));
+      }));
+}

@@ -201,13 +201,13 @@ char *loomrt::allocate(loomrt_ctx *ctx, int64_t bytes) {
            " bytes on device " + std::to_string(d.ordinal) + " (" +
            std::to_string(freeBytes >> 20) + " MiB free of " +
            std::to_string(totalBytes >> 20) + " MiB; " +
-           std::to_string(ctx->currentBytes >> 20) + " MiB in use by Loom)");
+           std::to_string(ctx->currentBytes.load() >> 20) +
+           " MiB in use by Loom)");
     }
     d.reservedBytes += int64_t(rounded);
   }
   d.live[ptr] = rounded;
-  ctx->currentBytes += bytes;
-  ctx->peakBytes = std::max(ctx->peakBytes, ctx->currentBytes);
+  trackBytes(ctx, bytes);
   return ptr;
 }
 
@@ -218,7 +218,7 @@ void loomrt::release(loomrt_ctx *ctx, char *ptr, int64_t bytes) {
     fail("release of a pointer the allocator did not hand out");
   d.freeBlocks.emplace(it->second, ptr);
   d.live.erase(it);
-  ctx->currentBytes -= bytes;
+  trackBytes(ctx, -bytes);
 }
 
 //===----------------------------------------------------------------------===//

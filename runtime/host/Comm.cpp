@@ -784,3 +784,25 @@ void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
 }
 
 } // extern "C"
+
+loomrt_comm_event *loomrt::backend::bucketAllReduce(
+    loomrt_ctx *ctx, uint32_t group,
+    const std::vector<std::pair<loomrt_buf *, int64_t>> &members,
+    int64_t count) {
+  return issued(ctx, "all_reduce", group, streamOf(ctx).enqueue([=] {
+    char *staging = allocate(ctx, count * 4);
+    int64_t offset = 0;
+    for (auto [data, n] : members) {
+      std::memcpy(staging + offset, reinterpret_cast<char *>(data), n * 4);
+      offset += n * 4;
+    }
+    run_all_reduce(ctx, group, reinterpret_cast<loomrt_buf *>(staging), count,
+                   LOOMRT_F32, 0);
+    offset = 0;
+    for (auto [data, n] : members) {
+      std::memcpy(reinterpret_cast<char *>(data), staging + offset, n * 4);
+      offset += n * 4;
+    }
+    release(ctx, staging, count * 4);
+  }));
+}

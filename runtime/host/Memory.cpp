@@ -22,14 +22,13 @@ char *loomrt::allocate(loomrt_ctx *ctx, int64_t bytes) {
   char *ptr = static_cast<char *>(std::aligned_alloc(64, rounded));
   if (!ptr)
     fail("out of memory allocating " + std::to_string(bytes) + " bytes");
-  ctx->currentBytes += bytes;
-  ctx->peakBytes = std::max(ctx->peakBytes, ctx->currentBytes);
+  trackBytes(ctx, bytes);
   return ptr;
 }
 
 void loomrt::release(loomrt_ctx *ctx, char *ptr, int64_t bytes) {
   std::free(ptr);
-  ctx->currentBytes -= bytes;
+  trackBytes(ctx, -bytes);
 }
 
 /// OpenBLAS picks its kernels from the CPU model name, and under some

@@ -1,9 +1,13 @@
 // RUN: loom-opt %s -split-input-file --dist-comm-opt | FileCheck %s
+// RUN: loom-opt %s -split-input-file --dist-comm-opt=overlap=false | FileCheck %s --check-prefix=BLOCK
 
 // The all-reduce of a repeat's stacked result (each iteration's weight
 // gradient) moves into the iteration, where it starts as soon as the slice
-// is computed and is waited for at the end of the iteration; another
-// all-reduce starts after its operand and is waited for before its use.
+// is computed; the body yields it in flight and one wait after the loop,
+// before the first op that reads the stacked gradients, completes every
+// iteration's (so layer i's reduction runs during the later iterations).
+// Another all-reduce starts after its operand and is waited for before its
+// use. With overlap=false each wait follows its start.
 // CHECK-LABEL: train.model @layers
 // CHECK: %[[L:.*]] = train.reduce sum %{{.*}} dims [0, 1, 2]
 // CHECK-NEXT: %[[LS:.*]] = dist.all_reduce_start %[[L]] over ["dp"] : tensor<f32>
@@ -11,11 +15,19 @@
 // CHECK: %[[G:.*]] = train.matmul %{{.*}} transpose_lhs
 // CHECK-NEXT: %[[S:.*]] = dist.all_reduce_start %[[G]] over ["dp"] : tensor<16x4xf32>
 // CHECK-NEXT: train.exp
-// CHECK-NEXT: %[[W:.*]] = dist.wait %[[S]] : tensor<16x4xf32>
-// CHECK-NEXT: train.yield carry(%{{.*}} : tensor<f32>) stacked(%[[W]] : tensor<16x4xf32>)
+// CHECK-NEXT: train.yield carry(%{{.*}} : tensor<f32>) stacked(%[[S]] : tensor<16x4xf32>)
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[GW:.*]] = dist.wait %{{.*}} : tensor<4x16x4xf32>
+// CHECK-NEXT: train.reduce sum %[[GW]]
 // CHECK-NOT: dist.all_reduce
 // CHECK: %[[LW:.*]] = dist.wait %[[LS]] : tensor<f32>
 // CHECK-NEXT: train.add %[[LW]]
+// BLOCK-LABEL: train.model @layers
+// BLOCK: %[[LS:.*]] = dist.all_reduce_start
+// BLOCK-NEXT: dist.wait %[[LS]] : tensor<f32>
+// BLOCK: %[[S:.*]] = dist.all_reduce_start %{{.*}} over ["dp"] : tensor<16x4xf32>
+// BLOCK-NEXT: dist.wait %[[S]] : tensor<16x4xf32>
+// BLOCK-NEXT: train.exp
 train.model @layers attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
   %w = train.param "w" init(#train.init<zeros>) : tensor<16x4xf32>
   %xs = train.input "x" : tensor<4x2x16xf32>

@@ -2,9 +2,11 @@
 """Reads a training program's Chrome trace (one rank, data parallel) and
 checks that the gradient reductions overlap the backward pass: in the step
 given, the backward repeat over the layers (the repeat whose iterations
-start all-reduces) starts all-reduces in every iteration, so each layer's
-gradients are being reduced while the backward pass of the earlier layers
-still runs, and none of those reductions waits until the loop is over."""
+start all-reduces) starts all-reduces in every iteration, and each started
+in an iteration but the last is waited for only after another backward
+iteration has computed: between its start (the "start all_reduce" span the
+runtime records where the rank issues it) and the first wait (a "wait"
+span on the compute thread) after it lies a whole later iteration."""
 import collections
 import json
 import re
@@ -20,18 +22,26 @@ for e in inside:
     m = re.match(r"repeat (\d+) iteration (\d+)$", e["name"])
     if m:
         iterations[int(m.group(1))][int(m.group(2))] = (e["ts"], e["ts"] + e["dur"])
-reductions = [e for e in inside if e["name"].startswith("all_reduce")]
+starts = [e for e in inside if e["name"].startswith("start all_reduce") and e["tid"] == 0]
+waits = sorted(e["ts"] for e in inside if e["name"] == "wait" and e["tid"] == 0)
 best = None
 for repeat, its in iterations.items():
-    per = {i: sum(1 for r in reductions if b <= r["ts"] <= end) for i, (b, end) in its.items()}
-    if best is None or sum(per.values()) > sum(best[1].values()):
+    per = {i: [s for s in starts if b <= s["ts"] <= end] for i, (b, end) in its.items()}
+    if best is None or sum(map(len, per.values())) > sum(map(len, best[1].values())):
         best = (repeat, per, its)
 repeat, per, its = best
 print(f"repeat {repeat}: {len(its)} iterations, all-reduces started per iteration "
-      f"{[per[i] for i in sorted(per, reverse=True)]}")
-last_end = max(end for _, end in its.values())
-after = sum(1 for r in reductions if r["ts"] > last_end)
-print(f"all-reduces after the loop: {after}")
-ok = len(its) > 1 and all(n > 0 for n in per.values())
+      f"{[len(per[i]) for i in sorted(per, key=lambda i: its[i][0])]}")
+order = sorted(its, key=lambda i: its[i][0])
+overlapped, checked = 0, 0
+for i in order[:-1]:
+    for s in per[i]:
+        checked += 1
+        wait = next((w for w in waits if w > s["ts"]), float("inf"))
+        if any(s["ts"] < b and end < wait for b, end in its.values()):
+            overlapped += 1
+print(f"started in an iteration but the last, waited after a later backward iteration: "
+      f"{overlapped} of {checked}")
+ok = len(its) > 1 and all(per.values()) and checked > 0 and overlapped == checked
 print("ok" if ok else "FAIL")
 sys.exit(0 if ok else 1)

@@ -102,6 +102,13 @@ static cl::opt<std::string> rematPolicy(
     cl::value_desc("none|selective|full"), cl::init("none"),
     cl::cat(loomcCategory));
 
+static cl::opt<bool> commOverlap(
+    "comm-overlap",
+    cl::desc("Overlap collectives with compute (the default): each wait where "
+             "its results are first read; =false waits right after each "
+             "start (the baseline bench/comm-overlap.sh compares against)"),
+    cl::init(true), cl::cat(loomcCategory));
+
 static cl::opt<int> zeroStage(
     "zero",
     cl::desc("ZeRO stage over the data axis: 0 (none, the default), 1 (the "
@@ -817,6 +824,7 @@ int main(int argc, char **argv) {
   options.sequenceParallel = sequenceParallel;
   options.remat = rematPolicy;
   options.zero = zeroStage;
+  options.commOverlap = commOverlap;
   options.schedule = scheduleSpec;
   options.afterPass = afterPass;
   // With more than one rank the report plans from the rank program (what

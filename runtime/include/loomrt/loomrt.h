@@ -263,11 +263,23 @@ loomrt_comm_event *loomrt_comm_recv_async(loomrt_ctx *ctx, uint32_t group,
                                           loomrt_buf *data, int64_t count,
                                           int32_t dtype, int32_t peer);
 
+/* A list of events waited together: the reductions a loop's iterations
+   start and one wait after the loop completes (in the order added), then
+   frees the list. */
+typedef struct loomrt_comm_list loomrt_comm_list;
+loomrt_comm_list *loomrt_comm_list_create(loomrt_ctx *ctx);
+void loomrt_comm_list_add(loomrt_ctx *ctx, loomrt_comm_list *list,
+                          loomrt_comm_event *event);
+void loomrt_comm_list_add_bucket(loomrt_ctx *ctx, loomrt_comm_list *list,
+                                 struct loomrt_comm_bucket *bucket);
+void loomrt_comm_list_wait(loomrt_ctx *ctx, loomrt_comm_list *list);
+
 /* A bucket: several f32 buffers all-reduced as one collective (one ring's
-   latencies for all of them). Buffers are added, the reduction started
-   (the buffers are packed into a staging buffer, stream-ordered), and
-   loomrt_comm_bucket_wait waits for it, unpacks the results into the
-   buffers and frees the bucket. */
+   latencies for all of them). Buffers are added and the reduction started:
+   on the communication stream the buffers are packed into a staging
+   buffer, reduced, unpacked into the buffers and the staging freed (it
+   lives only while the reduction runs). loomrt_comm_bucket_wait waits for
+   it and frees the bucket; the buffers may not be touched before. */
 typedef struct loomrt_comm_bucket loomrt_comm_bucket;
 loomrt_comm_bucket *loomrt_comm_bucket_create(loomrt_ctx *ctx);
 void loomrt_comm_bucket_add(loomrt_ctx *ctx, loomrt_comm_bucket *bucket,

@@ -198,3 +198,35 @@ train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
   %l = train.reduce sum %h dims [0, 1] : tensor<2x4xf32>
   train.output loss(%l : tensor<f32>)
 }
+
+// -----
+
+// A reduction yielded from a loop must be waited for after the loop.
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %x = train.input "x" : tensor<2x4xf32>
+  %y = train.input "y" : tensor<4xf32>
+  %h, %s = train.repeat 2 carry(%y : tensor<4xf32>) stacked(%x : tensor<2x4xf32>) : (tensor<4xf32>) stacked(tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<4xf32>, %xi: tensor<4xf32>):
+    // expected-error @below {{results must have one use, the one dist.wait that ends the collective (or the loop's yield, waited after the loop)}}
+    %r = dist.all_reduce_start %xi over ["dp"] : tensor<4xf32>
+    train.yield carry(%c : tensor<4xf32>) stacked(%r : tensor<4xf32>)
+  }
+  %l = train.reduce sum %s dims [0, 1] : tensor<2x4xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+// A deferred wait names the loop's stacked results, not a carry.
+train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
+  %y = train.input "y" : tensor<4xf32>
+  %h = train.repeat 2 carry(%y : tensor<4xf32>) : (tensor<4xf32>) {
+  ^bb0(%i: index, %c: tensor<4xf32>):
+    %r = dist.all_reduce_start %c over ["dp"] : tensor<4xf32>
+    train.yield carry(%r : tensor<4xf32>)
+  }
+  // expected-error @below {{waits after a loop for all the results of one all-reduce started in its body, in order, each yielded as a stacked slice}}
+  %w = dist.wait %h : tensor<4xf32>
+  %l = train.reduce sum %w dims [0] : tensor<4xf32>
+  train.output loss(%l : tensor<f32>)
+}
