@@ -156,6 +156,12 @@ int64_t bucket(Block &block, int64_t cap,
   return merged;
 }
 
+/// Whether `op` runs on some ranks or in some pipeline stage only.
+bool placed(Operation *op) {
+  return dist::attrs(op).getOnAttrHelper().isAttrPresent(op) ||
+         dist::stageOf(op).has_value();
+}
+
 /// Defers the waits of a loop's per-iteration reductions past the loop:
 /// where a wait's results are only yielded as stacked slices, the body
 /// yields the start's results instead and one wait after the loop, right
@@ -163,12 +169,6 @@ int64_t bucket(Block &block, int64_t cap,
 /// every iteration's reduction. A layer's gradients are then reduced while
 /// the backward of the layers after it runs, not only during the rest of
 /// its own iteration.
-/// Whether `op` runs on some ranks or in some pipeline stage only.
-bool placed(Operation *op) {
-  return dist::attrs(op).getOnAttrHelper().isAttrPresent(op) ||
-         dist::stageOf(op).has_value();
-}
-
 int64_t deferPastLoop(RepeatOp loop) {
   Block &body = loop.getBodyBlock();
   YieldOp yield = loop.getYield();
