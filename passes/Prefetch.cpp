@@ -55,8 +55,10 @@ void prefetch(RepeatOp repeat, MutableArrayRef<dist::AllGatherOp> gathers) {
   // and in the stage the loop runs on).
   OpBuilder b(repeat);
   auto place = [&](Operation *op) {
-    for (NamedAttribute a : repeat->getDiscardableAttrs())
-      op->setAttr(a.getName(), a.getValue());
+    dist::copyStage(repeat, op);
+    auto on = dist::attrs(op).getOnAttrHelper();
+    if (auto ranks = on.getAttr(repeat))
+      on.setAttr(op, ranks);
   };
   Value firstIndex =
       arith::ConstantIndexOp::create(b, loc, reverse ? count - 1 : 0);
