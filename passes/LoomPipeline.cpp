@@ -17,6 +17,11 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     if (distributed)
       add(createDistMesh(DistMeshOptions{options.mesh}));
     add(createTrainVerify());
+    // Megatron's tensor parallelism splits a fused QKV by heads once it is
+    // one projection per slice.
+    if (distributed &&
+        (options.sharding == "auto" || options.sharding == "megatron"))
+      add(createDistSplitProjections());
     // Stages are cut on the forward model, before the backward exists.
     if (distributed) {
       DistPipelinePartitionOptions partition;

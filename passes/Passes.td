@@ -259,6 +259,41 @@ def DistMesh : Pass<"dist-mesh", "::mlir::ModuleOp"> {
   let dependentDialects = ["::loom::dist::DistDialect"];
 }
 
+def DistSplitProjections : Pass<"dist-split-projections", "::mlir::ModuleOp"> {
+  let summary = "Store a fused projection whose output is only sliced as one part per slice";
+  let description = [{
+    Runs on the forward model of a mesh with a tensor axis (of size 2 or
+    more; otherwise it does nothing), before the backward exists. A
+    `train.matmul` whose weight (a `train.param`, or a layer's slice of one
+    stacked into a `train.repeat`) nothing else reads, optionally plus a
+    bias vector read only there, and whose output only `train.slice`s of
+    its last dimension read, covering it once (QKV: a `[d, 3d]` projection
+    sliced into q, k and v), becomes one projection per slice over one
+    part of the weight and one of the bias (`dist.part`, the columns of
+    the slice: initialization, `--init-from` and `--export` read and write
+    the parts' blocks of the tensor the user wrote). Megatron-LM's tensor
+    parallelism then splits each projection by its output features (the
+    heads): a rank's share of the user's weight is one column range per
+    slice, and nothing is gathered for attention. The slices may differ in
+    size (grouped-query attention's narrower k and v).
+
+    ```mlir
+    %qkv0 = train.matmul %a, %w : tensor<8x16xf32>, tensor<16x48xf32>
+    %qkv = train.add %qkv0, %b : tensor<8x48xf32>, tensor<48xf32>
+    %q = train.slice %qkv offsets [0, 0] sizes [8, 16] : tensor<8x48xf32>
+    ...
+    ```
+    becomes, with `%w` and `%b` stored as `w[:, 0:16]`, `w[:, 16:32]`,
+    `w[:, 32:48]` and `b[0:16]`, ... :
+    ```mlir
+    %q0 = train.matmul %a, %wq : tensor<8x16xf32>, tensor<16x16xf32>
+    %q = train.add %q0, %bq : tensor<8x16xf32>, tensor<16xf32>
+    ...
+    ```
+  }];
+  let dependentDialects = ["::loom::dist::DistDialect"];
+}
+
 def DistShardingPropagation : Pass<"dist-sharding-propagation", "::mlir::ModuleOp"> {
   let summary = "Give every value of a training step a sharding over the mesh";
   let description = [{

@@ -23,7 +23,7 @@ DenseSet<Value> partsOf(RepeatOp repeat) {
 }
 
 /// Layers [first, first + n) of `s`: the part of a parameter in `parts`
-/// (a new parameter of the same name, after `after`), else a slice.
+/// (a new parameter after `after`), else a slice.
 Operation *layersOf(OpBuilder &b, Location loc, Value s, int64_t first,
                     int64_t n, const DenseSet<Value> &parts,
                     Operation *&after) {
@@ -32,36 +32,93 @@ Operation *layersOf(OpBuilder &b, Location loc, Value s, int64_t first,
   SmallVector<int64_t> sizes(type.getShape());
   offsets[0] = first;
   sizes[0] = n;
-  dist::DistDialect &attrs = dist::attrs(s.getContext());
   if (!parts.contains(s))
     return SliceOp::create(b, loc, s, offsets, sizes);
-  auto param = s.getDefiningOp<ParamOp>();
   OpBuilder pb(after);
   pb.setInsertionPointAfter(after);
-  // A part of a part is a part of the whole.
-  StringAttr of = param.getNameAttr();
-  SmallVector<int64_t> whole(type.getShape());
-  if (auto outer = attrs.getPartAttrHelper().getAttr(param)) {
-    of = outer.getOf();
-    whole.assign(outer.getWhole().begin(), outer.getWhole().end());
-    for (auto [o, base] : llvm::zip(offsets, outer.getOffsets()))
-      o += base;
-  }
-  // Named after its layers, as Python slices them: w_fc[4:8].
-  std::string name = (of.getValue() + "[" + Twine(offsets[0]) + ":" +
-                      Twine(offsets[0] + n) + "]")
-                         .str();
-  auto part = ParamOp::create(
-      pb, param.getLoc(), RankedTensorType::get(sizes, type.getElementType()),
-      pb.getStringAttr(name), param.getInitAttr(), param.getNoDecayAttr());
-  part->setDiscardableAttrs(param->getDiscardableAttrDictionary());
-  attrs.getPartAttrHelper().setAttr(
-      part, dist::PartAttr::get(s.getContext(), of, whole, offsets));
-  after = part;
-  return part;
+  after = makeParamPart(pb, s.getDefiningOp<ParamOp>(), offsets, sizes);
+  return after;
 }
 
 } // namespace
+
+ParamOp loom::makeParamPart(OpBuilder &b, ParamOp param,
+                            ArrayRef<int64_t> offsets,
+                            ArrayRef<int64_t> sizes) {
+  auto type = cast<RankedTensorType>(param.getType());
+  dist::DistDialect &attrs = dist::attrs(param.getContext());
+  // A part of a part is a part of the whole.
+  StringAttr of = param.getNameAttr();
+  SmallVector<int64_t> whole(type.getShape()), at(offsets);
+  if (auto outer = attrs.getPartAttrHelper().getAttr(param)) {
+    of = outer.getOf();
+    whole.assign(outer.getWhole().begin(), outer.getWhole().end());
+    for (auto [o, base] : llvm::zip(at, outer.getOffsets()))
+      o += base;
+  }
+  auto part = ParamOp::create(
+      b, param.getLoc(), RankedTensorType::get(sizes, type.getElementType()),
+      b.getStringAttr(dist::partName(of.getValue(), whole, at, sizes)),
+      param.getInitAttr(), param.getNoDecayAttr());
+  part->setDiscardableAttrs(param->getDiscardableAttrDictionary());
+  attrs.getPartAttrHelper().setAttr(
+      part, dist::PartAttr::get(param.getContext(), of, whole, at));
+  return part;
+}
+
+SmallVector<BlockArgument> loom::addStackedSlices(RepeatOp repeat,
+                                                  BlockArgument slice,
+                                                  ArrayRef<Value> stacks) {
+  Block &body = repeat.getBodyBlock();
+  SmallVector<BlockArgument> args;
+  for (auto [k, stack] : llvm::enumerate(stacks)) {
+    auto type = cast<RankedTensorType>(stack.getType());
+    args.push_back(
+        body.insertArgument(slice.getArgNumber() + 1 + k,
+                            RankedTensorType::get(type.getShape().drop_front(),
+                                                  type.getElementType()),
+                            slice.getLoc()));
+  }
+  return args;
+}
+
+RepeatOp loom::replaceStacked(
+    RepeatOp repeat,
+    ArrayRef<std::pair<BlockArgument, SmallVector<Value>>> replacements) {
+  Block &body = repeat.getBodyBlock();
+  unsigned first = 1 + repeat.getCarries().size();
+  // Each replaced slice is followed by its replacements' slices.
+  SmallVector<Value> stacked;
+  unsigned position = first;
+  for (Value s : repeat.getStacked()) {
+    BlockArgument arg = body.getArgument(position);
+    const auto *it = llvm::find_if(
+        replacements, [&](const auto &r) { return r.first == arg; });
+    if (it == replacements.end()) {
+      stacked.push_back(s);
+      ++position;
+      continue;
+    }
+    llvm::append_range(stacked, it->second);
+    position += 1 + it->second.size();
+  }
+  for (const auto &[arg, stacks] : replacements) {
+    assert(arg.use_empty() && "a replaced slice is still read");
+    body.eraseArgument(arg.getArgNumber());
+  }
+  OpBuilder b(repeat);
+  auto rebuilt = RepeatOp::create(
+      b, repeat.getLoc(), repeat.getCarryResults().getTypes(),
+      repeat.getStackedResults().getTypes(), repeat.getCount(),
+      repeat.getReverse(), repeat.getSavesCarries(), repeat.getCarries(),
+      stacked, repeat.getInvariants(), repeat.getResidualsAttr());
+  rebuilt->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
+  rebuilt.getBody().getBlocks().splice(rebuilt.getBody().end(),
+                                       repeat.getBody().getBlocks());
+  repeat.replaceAllUsesWith(rebuilt.getResults());
+  repeat.erase();
+  return rebuilt;
+}
 
 LogicalResult loom::splitRepeatIntoRuns(
     RepeatOp repeat, ArrayRef<int64_t> keys,

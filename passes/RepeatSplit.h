@@ -31,6 +31,30 @@ mlir::LogicalResult splitRepeatIntoRuns(
         onPart,
     llvm::function_ref<void(mlir::Operation *, int64_t key)> onSlice);
 
+/// A new parameter, before `b`'s insertion point, that holds the block of
+/// `param` at `offsets` of extent `sizes` (`dist.part`, named as Python
+/// slices it, `w_fc[4:8]`; a part of a part is a part of the whole):
+/// initialization, `--init-from` and `--export` read and write its block of
+/// the whole tensor.
+train::ParamOp makeParamPart(mlir::OpBuilder &b, train::ParamOp param,
+                             llvm::ArrayRef<int64_t> offsets,
+                             llvm::ArrayRef<int64_t> sizes);
+
+/// Stacked operands replaced by others, in two steps, so that the body
+/// can be rewritten in between: `addStackedSlices` gives the body one
+/// block argument (a layer's slice) per stack in `stacks`, after `slice`,
+/// the block argument they replace; once nothing reads the old slices,
+/// `replaceStacked` erases them and rebuilds the repeat with each old
+/// stacked operand replaced by its stacks, in place (`repeat` is erased).
+llvm::SmallVector<mlir::BlockArgument>
+addStackedSlices(train::RepeatOp repeat, mlir::BlockArgument slice,
+                 llvm::ArrayRef<mlir::Value> stacks);
+train::RepeatOp replaceStacked(
+    train::RepeatOp repeat,
+    llvm::ArrayRef<
+        std::pair<mlir::BlockArgument, llvm::SmallVector<mlir::Value>>>
+        replacements);
+
 } // namespace loom
 
 #endif // LOOM_PASSES_REPEATSPLIT_H

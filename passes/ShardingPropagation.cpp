@@ -421,6 +421,25 @@ struct Propagation {
         force(v);
   }
 
+  /// The elements of one rank's block of `v`, as it is split now.
+  int64_t localElements(Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t n = type.getNumElements();
+    if (tracked(v))
+      for (const Axes &dim : states[v].dims)
+        n /= std::max<int64_t>(mesh.getGroupSize(dim), 1);
+    return n;
+  }
+
+  /// The elements of one rank's blocks of `op`'s tensor results.
+  int64_t resultElements(Operation *op) {
+    int64_t n = 0;
+    for (Value r : op->getResults())
+      if (isa<RankedTensorType>(r.getType()))
+        n += localElements(r);
+    return n;
+  }
+
   void partialOp(ShardingRuleOpInterface op) {
     OpShardingRule rule = op.getShardingRule();
     SmallVector<Axes> axes =
@@ -436,7 +455,11 @@ struct Propagation {
         std::optional<Axes> u = effective(v);
         if (!u || u->empty())
           continue;
-        if (rule.linearIn[i] && !kept) {
+        // A linear op passes the partial sum on unless its results are
+        // larger than the operand (a norm's gradient adds its gains'):
+        // then the operand is the cheaper one to reduce.
+        if (rule.linearIn[i] && !kept &&
+            resultElements(op) <= localElements(v)) {
           kept = true;
           passed = *u;
         } else {

@@ -291,6 +291,29 @@ PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+std::string loom::dist::partName(StringRef of, ArrayRef<int64_t> whole,
+                                 ArrayRef<int64_t> offsets,
+                                 ArrayRef<int64_t> sizes) {
+  size_t cut = whole.size();
+  while (cut > 0 && offsets[cut - 1] == 0 && sizes[cut - 1] == whole[cut - 1])
+    --cut;
+  std::string name = of.str();
+  if (cut == 0)
+    return name;
+  llvm::raw_string_ostream os(name);
+  os << "[";
+  for (size_t d = 0; d < cut; ++d) {
+    if (d)
+      os << ", ";
+    if (offsets[d] == 0 && sizes[d] == whole[d])
+      os << ":";
+    else
+      os << offsets[d] << ":" << offsets[d] + sizes[d];
+  }
+  os << "]";
+  return name;
+}
+
 LogicalResult PartAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                StringAttr of, ArrayRef<int64_t> whole,
                                ArrayRef<int64_t> offsets) {

@@ -45,6 +45,14 @@ inline DistDialect &attrs(mlir::Operation *op) {
   return attrs(op->getContext());
 }
 
+/// The name of a parameter part (`#dist.part`): the whole tensor's name
+/// and, as Python slices it, the ranges the part holds of the dimensions
+/// it cuts, trailing whole dimensions left out: `w_fc[4:8]`,
+/// `w_qkv[:, :, 128:256]`.
+std::string partName(llvm::StringRef of, llvm::ArrayRef<int64_t> whole,
+                     llvm::ArrayRef<int64_t> offsets,
+                     llvm::ArrayRef<int64_t> sizes);
+
 /// The role an axis name implies: `dp` data, `tp` tensor, `pp` pipeline.
 std::optional<AxisRole> conventionalRole(llvm::StringRef axis);
 
