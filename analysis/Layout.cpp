@@ -10,17 +10,34 @@ using namespace loom::train;
 // Roles, as in loomrt.h.
 enum { kParam = 0, kState = 1, kInput = 2, kIteration = 3, kLoss = 4 };
 
+/// The number of ranks in the runtime group `mask` of `op`'s mesh.
+static int64_t groupSize(Operation *op, int64_t mask) {
+  loom::dist::MeshAttr mesh = loom::dist::MeshAttr::lookup(op);
+  int64_t size = 1;
+  if (mesh)
+    for (auto [a, n] : llvm::enumerate(mesh.getSizes()))
+      if (mask & (int64_t(1) << a))
+        size *= n;
+  return size;
+}
+
 /// The bound of an integer input's values: the vocabulary of the embedding
-/// or the class count of the cross-entropy that consumes it.
+/// or the class count of the cross-entropy that consumes it (whole where
+/// tensor parallelism splits them: vocab-parallel).
 static int64_t boundOf(Value input) {
   for (OpOperand &use : input.getUses()) {
     Operation *user = use.getOwner();
     if (auto e = dyn_cast<EmbeddingOp>(user))
       if (use.get() == e.getIds())
-        return e.getTable().getType().getDimSize(0);
+        return e.getTable().getType().getDimSize(0) *
+               groupSize(e, e.getVocabGroup());
     if (auto ce = dyn_cast<CrossEntropyOp>(user))
       if (use.get() == ce.getLabels())
         return ce.getLogits().getType().getShape().back();
+    if (auto stats = dyn_cast<CrossEntropyStatsOp>(user))
+      if (use.get() == stats.getLabels())
+        return stats.getLogits().getType().getShape().back() *
+               groupSize(stats, stats.getVocabGroup());
     // Through reshapes, a rank's block and into repeats (micro-batch
     // slices).
     int64_t bound = 0;

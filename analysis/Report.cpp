@@ -292,6 +292,20 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
     }
   if (auto zero = loom::dist::attrs(rank).getZeroAttrHelper().getAttr(rank))
     zeroStage = zero.getInt();
+  // The first rank's FLOPs: each op it runs (not a loop, whose ops are
+  // counted themselves), times the iterations of the loops around it.
+  rankFlopsPerStep = rankMatmulFlopsPerStep = 0;
+  rank.walk([&](CostOpInterface cost) {
+    if (isa<RepeatOp>(cost) || !runsOnFirstRank(cost))
+      return;
+    int64_t times = 1;
+    for (Operation *p = cost->getParentOp(); p && p != rank;
+         p = p->getParentOp())
+      if (auto loop = dyn_cast<RepeatOp>(p))
+        times *= loop.getCount();
+    rankFlopsPerStep += times * cost.getFlops();
+    rankMatmulFlopsPerStep += times * cost.getMatmulFlops();
+  });
   rank.walk([&](RepeatOp loop) {
     // Each prefetched gather: the carried layer and the next one in flight.
     int64_t held = 0;
@@ -414,6 +428,28 @@ static int64_t ringAllReduceBytes(int64_t n, int64_t size, int64_t rank) {
   return sent * 4;
 }
 
+/// Whether `v` is (a slice of) an activation a forward layer loop saved
+/// for the backward (one of its stacked results), followed through the
+/// block arguments of the loops that read it.
+static bool isSavedActivation(Value v) {
+  for (int depth = 0; depth < 16; ++depth) {
+    if (auto repeat = v.getDefiningOp<RepeatOp>())
+      return !repeat.getReverse() &&
+             llvm::is_contained(repeat.getStackedResults(), v);
+    if (auto slice = v.getDefiningOp<SliceOp>()) {
+      v = slice.getInput();
+      continue;
+    }
+    auto arg = dyn_cast<BlockArgument>(v);
+    auto loop =
+        arg ? dyn_cast<RepeatOp>(arg.getOwner()->getParentOp()) : RepeatOp();
+    if (!loop || arg.getArgNumber() == 0)
+      return false;
+    // The body's arguments after the iteration are the loop's operands.
+    v = loop->getOperand(arg.getArgNumber() - 1);
+  }
+  return false;
+}
 
 std::vector<CommLine>
 loom::analysis::countCommunication(ModelOp rankProgram, MeshAttr mesh,
@@ -498,17 +534,22 @@ loom::analysis::countCommunication(ModelOp rankProgram, MeshAttr mesh,
         train && train->getRecomputeAttrHelper().isAttrPresent(op)
             ? sent * double(times)
             : 0.0;
+    double regathered =
+        kind == Collective::AllGather && isSavedActivation(op->getOperand(0))
+            ? sent * double(times)
+            : 0.0;
     for (CommLine &line : lines)
       if (line.kind == kind && line.axis == axis) {
         line.bytesSent += sent * double(times);
         line.seconds += seconds * double(times);
         line.count += times;
         line.recomputeBytesSent += recomputed;
+        line.regatherBytesSent += regathered;
         return;
       }
     lines.push_back({kind, axis, size, sent * double(times),
                      seconds * double(times), "counted in the rank program",
-                     times, recomputed});
+                     times, recomputed, regathered});
   });
   return lines;
 }
@@ -559,37 +600,44 @@ llvm::json::Value Report::toJSON() const {
     for (auto [name, size] :
          llvm::zip(config.mesh.getNames(), config.mesh.getSizes()))
       mesh[name.getValue()] = size;
-  llvm::json::Object out{{"model", model},
-                         {"ranks", ranks},
-                         {"parameter_count", parameterCount},
-                         {"memory_per_rank_bytes", std::move(memory)},
-                         {"mesh", std::move(mesh)},
-                         {"precision", config.precision == Precision::Bf16
-                                           ? "bf16-mixed"
-                                           : "fp32"},
-                         {"communication_bytes_per_step", std::move(comm)},
-                         {"collectives", std::move(collectives)},
-                         {"bubble_fraction", pipelineBubble.value_or(0.0)},
-                         {"flops_per_step", flopsPerStep},
-                         {"matmul_flops_per_step", matmulFlopsPerStep},
-                         {"attention_flops_per_step", attentionFlopsPerStep},
-                         {"remat", remat},
-                         {"zero_stage", zeroStage},
-                         {"gathered_in_flight_bytes", gatheredInFlightBytes},
-                         {"recompute_flops_per_step", recomputeFlopsPerStep},
-                         {"recompute_communication_bytes_per_step",
-                          [&] {
-                            double sum = 0;
-                            for (const CommLine &c : communication)
-                              sum += c.recomputeBytesSent;
-                            return sum;
-                          }()},
-                         {"recompute_matmul_flops_per_step",
-                          recomputeMatmulFlopsPerStep},
-                         {"recompute_attention_flops_per_step",
-                          recomputeAttentionFlopsPerStep},
-                         {"bytes_accessed_per_step", bytesAccessedPerStep},
-                         {"tokens_per_step", tokensPerStep}};
+  llvm::json::Object out{
+      {"model", model},
+      {"ranks", ranks},
+      {"parameter_count", parameterCount},
+      {"memory_per_rank_bytes", std::move(memory)},
+      {"mesh", std::move(mesh)},
+      {"precision",
+       config.precision == Precision::Bf16 ? "bf16-mixed" : "fp32"},
+      {"communication_bytes_per_step", std::move(comm)},
+      {"collectives", std::move(collectives)},
+      {"bubble_fraction", pipelineBubble.value_or(0.0)},
+      {"flops_per_step", flopsPerStep},
+      {"matmul_flops_per_step", matmulFlopsPerStep},
+      {"attention_flops_per_step", attentionFlopsPerStep},
+      {"rank_flops_per_step", rankFlopsPerStep},
+      {"rank_matmul_flops_per_step", rankMatmulFlopsPerStep},
+      {"remat", remat},
+      {"zero_stage", zeroStage},
+      {"gathered_in_flight_bytes", gatheredInFlightBytes},
+      {"recompute_flops_per_step", recomputeFlopsPerStep},
+      {"recompute_communication_bytes_per_step",
+       [&] {
+         double sum = 0;
+         for (const CommLine &c : communication)
+           sum += c.recomputeBytesSent;
+         return sum;
+       }()},
+      {"regather_communication_bytes_per_step",
+       [&] {
+         double sum = 0;
+         for (const CommLine &c : communication)
+           sum += c.regatherBytesSent;
+         return sum;
+       }()},
+      {"recompute_matmul_flops_per_step", recomputeMatmulFlopsPerStep},
+      {"recompute_attention_flops_per_step", recomputeAttentionFlopsPerStep},
+      {"bytes_accessed_per_step", bytesAccessedPerStep},
+      {"tokens_per_step", tokensPerStep}};
   if (pipelineBubble)
     out["pipeline"] = llvm::json::Object(pipeline);
   if (verified) {
@@ -699,6 +747,13 @@ void Report::print(llvm::raw_ostream &os) const {
   if (!communication.empty())
     os << "    of which the backward's recomputation sends "
        << gigabytes(int64_t(recomputed)) << "\n";
+  double regathered = 0;
+  for (const CommLine &c : communication)
+    regathered += c.regatherBytesSent;
+  if (regathered > 0)
+    os << "    of which the backward's gathers of saved activations "
+          "(sequence parallelism's norm outputs) send "
+       << gigabytes(int64_t(regathered)) << "\n";
   if (verified) {
     os << "  communication verified before launch: " << verified->ops
        << " operations on the busiest rank; " << verified->ranks
@@ -716,22 +771,30 @@ void Report::print(llvm::raw_ostream &os) const {
                        100.0 * *pipelineBubble);
   else
     os << "  pipeline bubble: 0 (no pipeline)\n";
-  os
-     << llvm::format("  FLOPs per step: %.4g (%.4g per token; 6N = %.4g)\n",
+  os << llvm::format("  FLOPs per step: %.4g (%.4g per token; 6N = %.4g)\n",
                      double(flopsPerStep),
-                     double(flopsPerStep) / double(std::max<int64_t>(tokensPerStep, 1)),
+                     double(flopsPerStep) /
+                         double(std::max<int64_t>(tokensPerStep, 1)),
                      6.0 * double(parameterCount))
-     << llvm::format("    matmul %.4g, attention %.4g, other %.4g\n",
-                     double(matmulFlopsPerStep), double(attentionFlopsPerStep),
-                     double(flopsPerStep - matmulFlopsPerStep -
-                            attentionFlopsPerStep))
-     << llvm::format("    of which the backward's recomputation %.4g "
-                     "(matmul %.4g, attention %.4g, other %.4g)\n",
-                     double(recomputeFlopsPerStep),
-                     double(recomputeMatmulFlopsPerStep),
-                     double(recomputeAttentionFlopsPerStep),
-                     double(recomputeFlopsPerStep - recomputeMatmulFlopsPerStep -
-                            recomputeAttentionFlopsPerStep));
+     << llvm::format(
+            "    matmul %.4g, attention %.4g, other %.4g\n",
+            double(matmulFlopsPerStep), double(attentionFlopsPerStep),
+            double(flopsPerStep - matmulFlopsPerStep - attentionFlopsPerStep))
+     << (rankFlopsPerStep
+             ? llvm::formatv(
+                   "    rank 0 computes {0} of them (matmul {1}), "
+                   "read in its rank program\n",
+                   llvm::format("%.4g", double(rankFlopsPerStep)),
+                   llvm::format("%.4g", double(rankMatmulFlopsPerStep)))
+                   .str()
+             : std::string())
+     << llvm::format(
+            "    of which the backward's recomputation %.4g "
+            "(matmul %.4g, attention %.4g, other %.4g)\n",
+            double(recomputeFlopsPerStep), double(recomputeMatmulFlopsPerStep),
+            double(recomputeAttentionFlopsPerStep),
+            double(recomputeFlopsPerStep - recomputeMatmulFlopsPerStep -
+                   recomputeAttentionFlopsPerStep));
   auto seconds = [](double s) {
     char text[32];
     std::snprintf(text, sizeof(text), "%.4g", s);

@@ -72,6 +72,9 @@ struct CommLine {
   /// Of bytesSent, what collectives of the backward's recomputation send
   /// (`train.recompute`: a recomputed matmul's partial sums reduced again).
   double recomputeBytesSent = 0;
+  /// Of bytesSent, what gathers of activations the forward saved send (the
+  /// backward's re-gathers of sequence parallelism's saved norm outputs).
+  double regatherBytesSent = 0;
 };
 
 struct Report {
@@ -88,6 +91,9 @@ struct Report {
   /// The parts of flopsPerStep that are matrix products and attention's
   /// products (CostOpInterface::getMatmulFlops, getAttentionFlops).
   int64_t matmulFlopsPerStep = 0, attentionFlopsPerStep = 0;
+  /// What the first rank computes of them, read in its rank program (0
+  /// without one): every op it runs, as many times as its loops run.
+  int64_t rankFlopsPerStep = 0, rankMatmulFlopsPerStep = 0;
   /// The rematerialization policy the step was compiled with (loomc's
   /// --remat, or per layer what --remat=budget chose).
   std::string remat;

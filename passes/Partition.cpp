@@ -268,10 +268,42 @@ struct Partitioner {
             names.push_back(axis.getValue());
           return dist::AllReduceOp::create(b, loc, v, b.getStrArrayAttr(names),
                                            false);
+        },
+        [&](OpBuilder &b, Location loc, Value v,
+            ArrayRef<StringAttr> a) -> Value {
+          SmallVector<StringRef> names;
+          for (StringAttr axis : a)
+            names.push_back(axis.getValue());
+          return dist::AllReduceOp::create(b, loc, v, b.getStrArrayAttr(names),
+                                           true);
+        },
+        [&](Value from, Value to) {
+          held[to] = held.lookup(from);
+          from.replaceAllUsesWith(to);
         }};
-    OpBuilder b(op->getContext());
+    // What the localization builds runs where the op runs: its pipeline
+    // stage and ranks (the op itself may be replaced).
+    struct Made : public OpBuilder::Listener {
+      SmallVector<Operation *> ops;
+      void notifyOperationInserted(Operation *op,
+                                   OpBuilder::InsertPoint) override {
+        ops.push_back(op);
+      }
+    } made;
+    dist::DistDialect &attrs = dist::attrs(op->getContext());
+    IntegerAttr stage = attrs.getStageAttrHelper().getAttr(op);
+    DictionaryAttr on = attrs.getOnAttrHelper().getAttr(op);
+    OpBuilder b(op->getContext(), &made);
     b.setInsertionPointAfter(op);
-    return op.localize(b, context);
+    if (failed(op.localize(b, context)))
+      return failure();
+    for (Operation *m : made.ops) {
+      if (stage && !attrs.getStageAttrHelper().isAttrPresent(m))
+        attrs.getStageAttrHelper().setAttr(m, stage);
+      if (on && !attrs.getOnAttrHelper().isAttrPresent(m))
+        attrs.getOnAttrHelper().setAttr(m, on);
+    }
+    return success();
   }
 
   LogicalResult partitionRepeat(RepeatOp repeat) {

@@ -115,7 +115,8 @@ Axes reductionAxes(const OpShardingRule &rule, ArrayRef<Axes> factorAxes,
   ArrayRef<int64_t> own = rule.resultFactors[result];
   for (ArrayRef<int64_t> fs : rule.operandFactors)
     for (int64_t f : fs)
-      if (f >= 0 && !llvm::is_contained(own, f))
+      if (f >= 0 && !llvm::is_contained(own, f) &&
+          rule.factorKinds[f] != FactorKind::ReducedByOp)
         for (StringAttr a : factorAxes[f])
           if (!llvm::is_contained(out, a))
             out.push_back(a);

@@ -221,20 +221,26 @@ struct Propagation {
   }
 
   /// Follows dimension `d` of `v` back through the ops that carry it (by
-  /// their rules' factors) to the linear layer whose output features it
-  /// is. `mixed` says whether a carrying op combined several activations
-  /// on it (attention's heads).
-  Operation *traceToLinear(Value v, int64_t d, bool &mixed) {
-    for (int step = 0; step < 64; ++step) {
+  /// their rules' factors) to the linear layers whose output features it
+  /// is: one, or one per activation an op combines on it (attention's q, k
+  /// and v, each its own projection), added to `columns`. `mixed` says
+  /// whether a carrying op combined several activations on it. A path
+  /// that meets a dimension no linear layer produces adds nothing.
+  void traceToLinears(Value v, int64_t d, bool &mixed,
+                      SmallVectorImpl<Operation *> &columns, int depth = 0) {
+    for (int step = 0; step < 64 && depth < 8; ++step) {
       auto op = v.getDefiningOp<ShardingRuleOpInterface>();
       if (!op)
-        return nullptr;
+        return;
       OpShardingRule rule = op.getShardingRule();
       int64_t f = rule.resultFactors[cast<OpResult>(v).getResultNumber()][d];
       if (f < 0 || rule.factorKinds[f] == FactorKind::NeedReplication)
-        return nullptr;
-      if (std::optional<Linear> l = asLinear(op, rule))
-        return f == l->outFactor ? op.getOperation() : nullptr;
+        return;
+      if (std::optional<Linear> l = asLinear(op, rule)) {
+        if (f == l->outFactor && !llvm::is_contained(columns, op))
+          columns.push_back(op);
+        return;
+      }
       SmallVector<std::pair<Value, int64_t>> carriers;
       for (auto [operand, fs] :
            llvm::zip(op->getOperands(), rule.operandFactors))
@@ -243,11 +249,15 @@ struct Propagation {
             if (g == f)
               carriers.push_back({operand, int64_t(i)});
       if (carriers.empty())
-        return nullptr;
-      mixed |= carriers.size() > 1 && rule.linearity != Linearity::Additive;
+        return;
+      bool combines =
+          carriers.size() > 1 && rule.linearity != Linearity::Additive;
+      mixed |= combines;
+      if (combines)
+        for (auto [operand, dim] : llvm::drop_begin(carriers))
+          traceToLinears(operand, dim, mixed, columns, depth + 1);
       std::tie(v, d) = carriers.front();
     }
-    return nullptr;
   }
 
   /// Megatron-LM's tensor parallelism over `tp`, from the weights only: a
@@ -255,12 +265,20 @@ struct Propagation {
   /// features is row-parallel (its input features split) and the other
   /// column-parallel (its output features split), as in the MLP; a linear
   /// layer fed by an op that combines several activations on those
-  /// features (attention's heads) is row-parallel alone. Everything else
+  /// features (attention's heads) is row-parallel, and the projections of
+  /// those activations (q, k and v) column-parallel. Everything else
   /// follows by propagation.
   void presetMegatron() {
     if (!mesh.getAxis(dist::AxisRole::Tensor))
       return;
     Axes tp{mesh.getAxis(dist::AxisRole::Tensor)};
+    // Megatron-LM's vocab-parallel embedding, first: the table's rows
+    // split (a head tied to it then splits the logits by the vocabulary,
+    // and is no layer's row-parallel partner).
+    model.walk([&](EmbeddingOp op) {
+      if (isWeight(op.getTable()))
+        pin(op.getTable(), 0, tp);
+    });
     model.walk([&](ShardingRuleOpInterface op) {
       OpShardingRule rule = op.getShardingRule();
       std::optional<Linear> row = asLinear(op, rule);
@@ -269,10 +287,11 @@ struct Propagation {
       int64_t lhsDim = llvm::find(rule.operandFactors[0], row->inFactor) -
                        rule.operandFactors[0].begin();
       bool mixed = false;
-      Operation *column = traceToLinear(op->getOperand(0), lhsDim, mixed);
-      if (!column && !mixed)
+      SmallVector<Operation *> columns;
+      traceToLinears(op->getOperand(0), lhsDim, mixed, columns);
+      if (columns.empty() && !mixed)
         return;
-      if (column) {
+      for (Operation *column : columns) {
         auto colRule = cast<ShardingRuleOpInterface>(column).getShardingRule();
         std::optional<Linear> col =
             asLinear(cast<ShardingRuleOpInterface>(column), colRule);

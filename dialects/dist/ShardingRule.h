@@ -29,6 +29,10 @@ enum class FactorKind {
   Reduction,
   /// Must be replicated (the softmax axis, a normalized dimension).
   NeedReplication,
+  /// Contracted by an op whose localization completes the reduction with
+  /// collectives of its own (vocab-parallel cross-entropy's classes): it
+  /// may be split, and the results are whole.
+  ReducedByOp,
 };
 
 /// How a partial sum in an operand passes to the results.
@@ -82,6 +86,13 @@ struct LocalizeContext {
   std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value,
                             llvm::ArrayRef<mlir::StringAttr>)>
       allReduce;
+  /// Builds the elementwise maximum of `value` over the ranks of `axes`.
+  std::function<mlir::Value(mlir::OpBuilder &, mlir::Location, mlir::Value,
+                            llvm::ArrayRef<mlir::StringAttr>)>
+      allReduceMax;
+  /// Replaces every use of `from`, a result of the op, with `to`, a new
+  /// value split as `from` is (the op rewritten into others).
+  std::function<void(mlir::Value from, mlir::Value to)> replace;
 };
 
 } // namespace loom::dist

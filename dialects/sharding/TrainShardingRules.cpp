@@ -322,7 +322,9 @@ OpShardingRule ruleOf(EmbeddingOp op) {
   RuleBuilder b(op);
   RankedTensorType table = tensorType(op.getTable()),
                    ids = tensorType(op.getIds());
-  int64_t vocab = b.factor(table.getDimSize(0), FactorKind::NeedReplication);
+  // The rows a rank holds of a table split by rows (vocab-parallel) give
+  // zeros for the ids outside them: the ranks' results sum to the lookup.
+  int64_t vocab = b.factor(table.getDimSize(0), FactorKind::Reduction);
   int64_t dim = b.factor(table.getDimSize(1));
   SmallVector<int64_t> lead = b.factors(ids.getShape());
   b.operand(0) = {vocab, dim};
@@ -338,7 +340,8 @@ OpShardingRule ruleOf(EmbeddingGradOp op) {
   RankedTensorType ids = tensorType(op.getIds()),
                    out = tensorType(op.getResult());
   SmallVector<int64_t> lead = b.factors(ids.getShape(), FactorKind::Reduction);
-  int64_t vocab = b.factor(out.getDimSize(0), FactorKind::NeedReplication);
+  // A rank may compute only its block of the table's rows.
+  int64_t vocab = b.factor(out.getDimSize(0));
   int64_t dim = b.factor(out.getDimSize(1));
   b.operand(0) = lead;
   b.operand(1) = lead;
@@ -348,14 +351,15 @@ OpShardingRule ruleOf(EmbeddingGradOp op) {
   return b.rule;
 }
 
-/// The labels' dimensions are the logits' leading ones; the classes whole.
+/// The labels' dimensions are the logits' leading ones. The classes may be
+/// split (Megatron-LM's vocab-parallel cross-entropy): the op's
+/// localization reduces the softmax's statistics over them itself.
 template <typename OpT> RuleBuilder crossEntropy(OpT op, FactorKind leadKind) {
   RuleBuilder b(op);
   RankedTensorType labels = tensorType(op.getLabels()),
                    logits = tensorType(op.getLogits());
   SmallVector<int64_t> lead = b.factors(labels.getShape(), leadKind);
-  int64_t classes =
-      b.factor(logits.getShape().back(), FactorKind::NeedReplication);
+  int64_t classes = b.factor(logits.getShape().back(), FactorKind::ReducedByOp);
   b.operand(0) = lead;
   b.operand(0).push_back(classes);
   b.operand(1) = lead;
@@ -538,27 +542,118 @@ Value labelShare(OpT op, OpBuilder &b, const LocalizeContext &ctx,
   return DivOp::create(b, loc, count, total);
 }
 
+/// The softmax's statistics per position of a cross-entropy whose
+/// classes `axes` split: the maximum, the sum of exp(logit - max) and,
+/// with `withTarget`, the label's logit, each all-reduced over the axes.
+struct SoftmaxStats {
+  Value max, sum, target;
+};
+template <typename OpT>
+FailureOr<SoftmaxStats>
+vocabParallelStats(OpT op, OpBuilder &b, const LocalizeContext &ctx,
+                   ArrayRef<StringAttr> axes, bool withTarget) {
+  int64_t group = ctx.groupMask(axes);
+  if (group < 0)
+    return op.emitOpError("splits the classes over axes not in mesh order; "
+                          "their block cannot be found at run time");
+  Location loc = op.getLoc();
+  int64_t last = tensorType(op.getLogits()).getRank() - 1;
+  Value localMax = ReduceOp::create(b, loc, op.getLogits(), ReduceKind::max,
+                                    ArrayRef<int64_t>{last});
+  SoftmaxStats stats;
+  stats.max = ctx.allReduceMax(b, loc, localMax, axes);
+  auto local = CrossEntropyStatsOp::create(
+      b, loc, stats.max.getType(), stats.max.getType(), op.getLogits(),
+      op.getLabels(), stats.max, op.getIgnoreIndex(), group);
+  stats.sum = ctx.allReduce(b, loc, local.getSum(), axes);
+  if (withTarget)
+    stats.target = ctx.allReduce(b, loc, local.getTarget(), axes);
+  return stats;
+}
+
+/// The statistics the vocab-parallel forward of `grad`'s loss reduced:
+/// a `train.cross_entropy_stats` of the same logits and labels before
+/// `grad` in its block, its maximum and its all-reduced sum.
+FailureOr<SoftmaxStats> forwardStats(CrossEntropyGradOp grad,
+                                     ArrayRef<StringAttr> axes) {
+  for (Operation *user : grad.getLogits().getUsers()) {
+    auto stats = dyn_cast<CrossEntropyStatsOp>(user);
+    if (!stats || stats->getBlock() != grad->getBlock() ||
+        !stats->isBeforeInBlock(grad) ||
+        stats.getLabels() != grad.getLabels() ||
+        stats.getIgnoreIndex() != grad.getIgnoreIndex())
+      continue;
+    for (Operation *reduce : stats.getSum().getUsers()) {
+      auto sum = dyn_cast<loom::dist::AllReduceOp>(reduce);
+      if (sum && !sum.getMax() &&
+          llvm::equal(sum.getAxes().getAsRange<StringAttr>(), axes))
+        return SoftmaxStats{stats.getMax(), sum.getResult(), Value()};
+    }
+  }
+  return failure();
+}
+
+/// The classes' axes of a cross-entropy (its logits' last dimension).
+SmallVector<StringAttr> classAxes(const LocalizeContext &ctx) {
+  return ctx.factorAxes[ctx.rule.operandFactors[0].back()];
+}
+
+/// Split classes: the loss from the all-reduced statistics (Megatron-LM's
+/// vocab-parallel cross-entropy). Split positions: each rank's mean over
+/// its block of the positions, weighted by its share of the labelled ones.
 LogicalResult localize(CrossEntropyOp op, OpBuilder &b,
                        const LocalizeContext &ctx) {
+  Value loss = op.getResult();
+  SmallVector<StringAttr> classes = classAxes(ctx);
+  if (!classes.empty()) {
+    FailureOr<SoftmaxStats> stats =
+        vocabParallelStats(op, b, ctx, classes, /*withTarget=*/true);
+    if (failed(stats))
+      return failure();
+    loss = CrossEntropyFromStatsOp::create(
+        b, op.getLoc(), op.getType(), stats->max, stats->sum, stats->target,
+        op.getLabels(), op.getIgnoreIndex());
+  }
   SmallVector<StringAttr> axes = axesOf(ctx, 1);
-  if (axes.empty())
+  Value result = loss;
+  if (!axes.empty()) {
+    Value share = labelShare(op, b, ctx, axes);
+    result = MulOp::create(b, op.getLoc(), loss, share);
+  }
+  if (result == op.getResult())
     return success();
-  Value share = labelShare(op, b, ctx, axes);
-  auto weighted = MulOp::create(b, op.getLoc(), op.getResult(), share);
-  op.getResult().replaceAllUsesExcept(weighted, weighted);
+  op.getResult().replaceAllUsesExcept(result, result.getDefiningOp());
+  if (loss != op.getResult())
+    op.erase();
   return success();
 }
 
 LogicalResult localize(CrossEntropyGradOp op, OpBuilder &b,
                        const LocalizeContext &ctx) {
-  SmallVector<StringAttr> axes = axesOf(ctx, 1);
-  if (axes.empty())
-    return success();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(op);
-  Value share = labelShare(op, b, ctx, axes);
-  op.getGradMutable().assign(
-      MulOp::create(b, op.getLoc(), op.getGrad(), share));
+  SmallVector<StringAttr> axes = axesOf(ctx, 1);
+  if (!axes.empty()) {
+    Value share = labelShare(op, b, ctx, axes);
+    op.getGradMutable().assign(
+        MulOp::create(b, op.getLoc(), op.getGrad(), share));
+  }
+  SmallVector<StringAttr> classes = classAxes(ctx);
+  if (classes.empty())
+    return success();
+  // The forward's statistics where it reduced them before this op in the
+  // same block (as Megatron-LM keeps them), else computed again.
+  FailureOr<SoftmaxStats> stats = forwardStats(op, classes);
+  if (failed(stats))
+    stats = vocabParallelStats(op, b, ctx, classes, /*withTarget=*/false);
+  if (failed(stats))
+    return failure();
+  auto grad = CrossEntropyGradFromStatsOp::create(
+      b, op.getLoc(), op.getType(), op.getLogits(), op.getLabels(),
+      op.getGrad(), stats->max, stats->sum, op.getIgnoreIndex(),
+      ctx.groupMask(classes));
+  ctx.replace(op.getResult(), grad.getResult());
+  op.erase();
   return success();
 }
 
@@ -650,6 +745,38 @@ LogicalResult localize(DropoutOp op, OpBuilder &b, const LocalizeContext &ctx) {
   op.setGlobalShape(
       cast<RankedTensorType>(ctx.globalResultTypes[0]).getShape());
   op.setShardGroups(groups);
+  return success();
+}
+
+/// The runtime group that splits the table's rows (factor `vocab`), or
+/// fails for axes not in mesh order.
+FailureOr<int64_t> vocabGroup(Operation *op, const LocalizeContext &ctx,
+                              int64_t vocab) {
+  int64_t mask = ctx.groupMask(ctx.factorAxes[vocab]);
+  if (mask < 0)
+    return op->emitOpError("splits the table's rows over axes not in mesh "
+                           "order; their block cannot be found at run time");
+  return mask;
+}
+
+/// A table split by rows: the lookup gives zeros for ids outside the
+/// rank's rows (the results are partial sums over the split's axes).
+LogicalResult localize(EmbeddingOp op, OpBuilder &,
+                       const LocalizeContext &ctx) {
+  FailureOr<int64_t> group = vocabGroup(op, ctx, ctx.rule.operandFactors[0][0]);
+  if (failed(group))
+    return failure();
+  op.setVocabGroup(*group);
+  return success();
+}
+
+/// The gradient of a table split by rows: the rank's rows only.
+LogicalResult localize(EmbeddingGradOp op, OpBuilder &,
+                       const LocalizeContext &ctx) {
+  FailureOr<int64_t> group = vocabGroup(op, ctx, ctx.rule.resultFactors[0][0]);
+  if (failed(group))
+    return failure();
+  op.setVocabGroup(*group);
   return success();
 }
 

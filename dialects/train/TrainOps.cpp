@@ -870,6 +870,43 @@ LogicalResult CrossEntropyGradOp::verify() {
   return checkLabels(getLoc(), getOperationName(), getLogits(), getLabels());
 }
 
+/// The statistics of a softmax per position: the labels' shape.
+static LogicalResult checkStats(Operation *op, Value stats, Value labels) {
+  RankedTensorType st = tensorOf(stats), t = tensorOf(labels);
+  if (st.getShape() != t.getShape())
+    return op->emitOpError("statistics ")
+           << st << " must have the labels' shape " << t;
+  return success();
+}
+
+LogicalResult CrossEntropyStatsOp::verify() {
+  if (failed(
+          checkLabels(getLoc(), getOperationName(), getLogits(), getLabels())))
+    return failure();
+  return checkStats(*this, getMax(), getLabels());
+}
+
+int64_t CrossEntropyStatsOp::getFlops() { return 3 * numElements(getLogits()); }
+
+LogicalResult CrossEntropyFromStatsOp::verify() {
+  return checkStats(*this, getMax(), getLabels());
+}
+
+int64_t CrossEntropyFromStatsOp::getFlops() {
+  return 3 * numElements(getMax());
+}
+
+LogicalResult CrossEntropyGradFromStatsOp::verify() {
+  if (failed(
+          checkLabels(getLoc(), getOperationName(), getLogits(), getLabels())))
+    return failure();
+  return checkStats(*this, getMax(), getLabels());
+}
+
+int64_t CrossEntropyGradFromStatsOp::getFlops() {
+  return 4 * numElements(getLogits());
+}
+
 LogicalResult DropoutOp::verify() {
   double rate = getRate().convertToDouble();
   if (!(rate >= 0.0 && rate < 1.0))

@@ -551,8 +551,18 @@ def Train_EmbeddingOp : Train_ComputeOp<"embedding", [
     DeclareOpInterfaceMethods<Train_BackwardOpInterface>,
     DeclareOpInterfaceMethods<Train_CostOpInterface, ["getBytesRead"]>]> {
   let summary = "rows of a table selected by integer ids";
-  let description = "table [V, D], ids [...] in [0, V): result [..., D].";
-  let arguments = (ins Train_FloatTensor:$table, Train_IndexTensor:$ids);
+  let description = [{
+    table [V, D], ids [...] in [0, V): result [..., D].
+
+    With `vocab_group` (set by `dist-partition` where tensor parallelism
+    splits the table's rows: Megatron-LM's vocab-parallel embedding), the
+    table is this rank's block of a table of V x (the group's size) rows,
+    the block the rank's place in that runtime group selects; an id outside
+    the block gives a row of zeros, so the group's results sum to the
+    lookup.
+  }];
+  let arguments = (ins Train_FloatTensor:$table, Train_IndexTensor:$ids,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_group);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$table `,` $ids attr-dict `:` type($table) `,` type($ids)";
 }
@@ -560,7 +570,12 @@ def Train_EmbeddingOp : Train_ComputeOp<"embedding", [
 def Train_EmbeddingGradOp : Train_Op<"embedding_grad", [Pure, DeclareOpInterfaceMethods<Train_KernelOpInterface, ["getAccumulatingResults"]>,
     Train_CostOpInterface]> {
   let summary = "backward of `train.embedding`: rows scattered and summed";
-  let arguments = (ins Train_IndexTensor:$ids, Train_FloatTensor:$grad);
+  let description = [{
+    With `vocab_group`, the result is this rank's block of the table's
+    gradient (as for `train.embedding`): ids outside the block add nothing.
+  }];
+  let arguments = (ins Train_IndexTensor:$ids, Train_FloatTensor:$grad,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_group);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
     $ids `,` $grad attr-dict `:` type($ids) `,` type($grad) `->` type($result)
@@ -599,6 +614,81 @@ def Train_CrossEntropyGradOp : Train_TypedOp<"cross_entropy_grad", [
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels `,` $grad attr-dict `:` type($logits) `,` type($labels)
+  }];
+  let hasVerifier = 1;
+}
+
+// Vocab-parallel cross-entropy (Megatron-LM's): `dist-partition` rewrites a
+// `train.cross_entropy` (and its gradient) whose classes tensor parallelism
+// splits into these, around all-reduces of the per-position maximum, sum of
+// exponentials and label logit.
+
+def Train_CrossEntropyStatsOp : Train_Op<"cross_entropy_stats", [Pure,
+    AllTypesMatch<["max", "sum", "target"]>, Train_KernelOpInterface,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "a block of the classes' share of the softmax normalizer and of the label's logit";
+  let description = [{
+    logits [..., C], labels [...], max [...]: the maximum over all the
+    classes. Per position, `sum` is the sum over the logits' classes of
+    exp(logit - max) and `target` the label's logit where the label is one
+    of them, else 0 (0 where the label is `ignore_index`). With
+    `vocab_group` the logits are this rank's block of C x (the group's size)
+    classes, the block its rank in that runtime group selects: summed over
+    the group, `sum` and `target` are the whole softmax's normalizer and
+    the label's logit.
+  }];
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
+                       Train_FloatTensor:$max,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_group);
+  let results = (outs Train_FloatTensor:$sum, Train_FloatTensor:$target);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $max attr-dict `:` type($logits) `,` type($labels) `->` type($max)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_CrossEntropyFromStatsOp : Train_Op<"cross_entropy_from_stats", [Pure,
+    AllTypesMatch<["max", "sum", "target"]>, Train_KernelOpInterface,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "mean cross-entropy from the softmax's statistics";
+  let description = [{
+    max, sum, target [...] (the maximum logit, the sum of exp(logit - max)
+    and the label's logit per position), labels [...]: the sum over the
+    positions whose label is not `ignore_index` of log(sum) + max - target,
+    divided by their number (0 when there are none), as
+    `train.cross_entropy` computes from the logits.
+  }];
+  let arguments = (ins Train_FloatTensor:$max, Train_FloatTensor:$sum,
+                       Train_FloatTensor:$target, Train_IndexTensor:$labels,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index);
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = [{
+    $max `,` $sum `,` $target `,` $labels attr-dict `:` type($max) `,` type($labels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Train_CrossEntropyGradFromStatsOp : Train_Op<"cross_entropy_grad_from_stats", [Pure,
+    AllTypesMatch<["logits", "result"]>, AllTypesMatch<["max", "sum"]>,
+    Train_KernelOpInterface,
+    DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
+  let summary = "backward of `train.cross_entropy` from the softmax's statistics";
+  let description = [{
+    (exp(logits - max) / sum - onehot(label)) * grad / count, zero on
+    ignored positions, where max and sum [...] are the whole softmax's
+    maximum and normalizer per position and count the number of labelled
+    positions. With `vocab_group` the logits (and the result) are this
+    rank's block of the classes, as for `train.cross_entropy_stats`.
+  }];
+  let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
+                       Train_Scalar:$grad, Train_FloatTensor:$max,
+                       Train_FloatTensor:$sum,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_group);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $grad `,` $max `,` $sum attr-dict `:` type($logits) `,` type($labels) `,` type($max)
   }];
   let hasVerifier = 1;
 }

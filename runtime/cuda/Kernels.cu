@@ -542,9 +542,12 @@ __global__ void causalMaskKernel(float *y, const float *x, int64_t n,
   }
 }
 
+/// A table of `rows` rows holds rows [first, first + rows) of a vocabulary
+/// of `vocab`: ids outside the block give zeros.
 __global__ void embeddingKernel(float *y, const float *table,
                                 const int32_t *ids, int64_t n, int64_t dim,
-                                int64_t vocab, KernelError *errors) {
+                                int64_t first, int64_t rows, int64_t vocab,
+                                KernelError *errors) {
   GRID_LOOP(e, n * dim) {
     int64_t i = e / dim, j = e % dim;
     int32_t id = ids[i];
@@ -553,12 +556,14 @@ __global__ void embeddingKernel(float *y, const float *table,
       y[e] = 0.0f;
       continue;
     }
-    y[e] = table[int64_t(id) * dim + j];
+    int64_t row = id - first;
+    y[e] = row >= 0 && row < rows ? table[row * dim + j] : 0.0f;
   }
 }
 
 __global__ void embeddingGradKernel(float *y, const int32_t *ids,
                                     const float *g, int64_t n, int64_t dim,
+                                    int64_t first, int64_t rows,
                                     int64_t vocab, KernelError *errors) {
   GRID_LOOP(e, n * dim) {
     int64_t i = e / dim, j = e % dim;
@@ -567,7 +572,9 @@ __global__ void embeddingGradKernel(float *y, const int32_t *ids,
       report(errors, kEmbeddingGradId, i, id, vocab);
       continue;
     }
-    atomicAdd(y + int64_t(id) * dim + j, g[e]);
+    int64_t row = id - first;
+    if (row >= 0 && row < rows)
+      atomicAdd(y + row * dim + j, g[e]);
   }
 }
 
@@ -657,6 +664,81 @@ __global__ void crossEntropyGradKernel(float *d, const float *x,
     for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
       dr[j] = float(exp(double(xr[j]) - mx) / sum) * scale -
               (j == label ? scale : 0.0f);
+  }
+}
+
+/// Vocab-parallel cross-entropy: per row, over the block [first, first +
+/// classes) of a vocabulary of `vocab`, the sum of exp(x - max) and the
+/// label's logit where the label lies in the block.
+__global__ void crossEntropyStatsKernel(float *sum, float *target,
+                                        const float *x, const int32_t *labels,
+                                        const float *max, int64_t rows,
+                                        int64_t classes, int64_t first,
+                                        int64_t vocab, int64_t ignore,
+                                        KernelError *errors) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *xr = x + r * classes;
+    double total = 0.0;
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      total += exp(double(xr[j]) - double(max[r]));
+    total = blockSum(total);
+    if (threadIdx.x != 0)
+      continue;
+    sum[r] = float(total);
+    target[r] = 0.0f;
+    int32_t label = labels[r];
+    if (label == ignore)
+      continue;
+    if (label < 0 || label >= vocab) {
+      report(errors, kCrossEntropyLabel, r, label, vocab);
+      continue;
+    }
+    int64_t j = label - first;
+    if (j >= 0 && j < classes)
+      target[r] = xr[j];
+  }
+}
+
+/// One block: the mean over the labelled rows of log(sum) + max - target.
+__global__ void crossEntropyFromStatsKernel(float *out, const float *max,
+                                            const float *sum,
+                                            const float *target,
+                                            const int32_t *labels,
+                                            int64_t rows, int64_t ignore) {
+  double total = 0.0, count = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    if (labels[r] != ignore) {
+      total += log(double(sum[r])) + max[r] - target[r];
+      count += 1.0;
+    }
+  total = blockSum(total);
+  count = blockSum(count);
+  if (threadIdx.x == 0)
+    out[0] = count > 0.0 ? float(total / count) : 0.0f;
+}
+
+__global__ void crossEntropyGradFromStatsKernel(
+    float *d, const float *x, const int32_t *labels, const float *g,
+    const float *count, const float *max, const float *sum, int64_t rows,
+    int64_t classes, int64_t first, int64_t vocab, int64_t ignore,
+    KernelError *errors) {
+  float scale = count[0] > 0.0f ? g[0] / count[0] : 0.0f;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float *dr = d + r * classes;
+    int32_t label = labels[r];
+    bool bad = label != ignore && (label < 0 || label >= vocab);
+    if (label == ignore || bad) {
+      if (bad && threadIdx.x == 0)
+        report(errors, kCrossEntropyGradLabel, r, label, vocab);
+      for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+        dr[j] = 0.0f;
+      continue;
+    }
+    const float *xr = x + r * classes;
+    for (int64_t j = threadIdx.x; j < classes; j += blockDim.x)
+      dr[j] = float(exp(double(xr[j]) - double(max[r])) / double(sum[r])) *
+                  scale -
+              (j == label - first ? scale : 0.0f);
   }
 }
 
@@ -1035,39 +1117,55 @@ void loomrt_causal_mask(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
          o[o.rank - 2], o[o.rank - 1], float(fill));
 }
 
+namespace {
+/// The first row a table of `rows` rows holds, and the vocabulary's size:
+/// the whole table, or with a vocab group its rank's block.
+std::pair<int64_t, int64_t> vocabBlock(loomrt_ctx *ctx, int64_t rows,
+                                       int64_t group) {
+  if (!group)
+    return {0, rows};
+  return {loomrt_group_rank(ctx, uint32_t(group)) * rows,
+          loomrt_group_size(ctx, uint32_t(group)) * rows};
+}
+} // namespace
+
 void loomrt_embedding(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *table,
-                      loomrt_buf *ids, int64_t, int64_t st, int64_t sids) {
+                      loomrt_buf *ids, int64_t, int64_t st, int64_t sids,
+                      int64_t vocab_group) {
   Shape t = shapeOf(ctx, st);
-  int64_t vocab = t[0], dim = t[1], n = shapeOf(ctx, sids).numel();
+  int64_t dim = t[1], n = shapeOf(ctx, sids).numel();
+  auto [first, vocab] = vocabBlock(ctx, t[0], vocab_group);
   LAUNCH(embeddingKernel, blocksFor(n * dim), kThreads, F(out), F(table),
-         I(ids), n, dim, vocab, errorsOf(ctx));
+         I(ids), n, dim, first, t[0], vocab, errorsOf(ctx));
 }
 
 namespace {
 /// The rows scattered and added: over zeros, or with `accumulate` over
 /// what `out` holds.
 void embeddingGrad(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *ids,
-                   loomrt_buf *grad, int64_t so, int64_t sids,
+                   loomrt_buf *grad, int64_t so, int64_t sids, int64_t group,
                    bool accumulate) {
   Shape o = shapeOf(ctx, so);
-  int64_t vocab = o[0], dim = o[1], n = shapeOf(ctx, sids).numel();
+  int64_t dim = o[1], n = shapeOf(ctx, sids).numel();
+  auto [first, vocab] = vocabBlock(ctx, o[0], group);
   if (!accumulate)
     LOOMRT_CUDA(cudaMemsetAsync(out, 0, size_t(o.numel() * 4),
                                 computeStream(ctx)));
   LAUNCH(embeddingGradKernel, blocksFor(n * dim), kThreads, F(out), I(ids),
-         F(grad), n, dim, vocab, errorsOf(ctx));
+         F(grad), n, dim, first, o[0], vocab, errorsOf(ctx));
 }
 } // namespace
 
 void loomrt_embedding_grad(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *ids,
-                           loomrt_buf *grad, int64_t so, int64_t sids,
-                           int64_t) {
-  embeddingGrad(ctx, out, ids, grad, so, sids, false);
+                           loomrt_buf *grad, int64_t so, int64_t sids, int64_t,
+                           int64_t vocab_group) {
+  embeddingGrad(ctx, out, ids, grad, so, sids, vocab_group, false);
 }
 void loomrt_embedding_grad_accumulate(loomrt_ctx *ctx, loomrt_buf *out,
                                       loomrt_buf *ids, loomrt_buf *grad,
-                                      int64_t so, int64_t sids, int64_t) {
-  embeddingGrad(ctx, out, ids, grad, so, sids, true);
+                                      int64_t so, int64_t sids, int64_t,
+                                      int64_t vocab_group) {
+  embeddingGrad(ctx, out, ids, grad, so, sids, vocab_group, true);
 }
 
 void loomrt_cross_entropy(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *logits,
@@ -1092,6 +1190,42 @@ void loomrt_cross_entropy_grad(loomrt_ctx *ctx, loomrt_buf *out,
   LAUNCH(crossEntropyGradKernel, rows, kRowThreads, F(out), F(logits),
          I(labels), F(grad), count.as<float>(), rows, classes, ignore,
          errorsOf(ctx));
+}
+
+void loomrt_cross_entropy_stats(loomrt_ctx *ctx, loomrt_buf *sum,
+                                loomrt_buf *target, loomrt_buf *logits,
+                                loomrt_buf *labels, loomrt_buf *max, int64_t,
+                                int64_t, int64_t sl, int64_t, int64_t,
+                                int64_t ignore, int64_t vocab_group) {
+  auto [rows, classes] = rowsOf(shapeOf(ctx, sl));
+  auto [first, vocab] = vocabBlock(ctx, classes, vocab_group);
+  LAUNCH(crossEntropyStatsKernel, rows, kRowThreads, F(sum), F(target),
+         F(logits), I(labels), F(max), rows, classes, first, vocab, ignore,
+         errorsOf(ctx));
+}
+
+void loomrt_cross_entropy_from_stats(loomrt_ctx *ctx, loomrt_buf *out,
+                                     loomrt_buf *max, loomrt_buf *sum,
+                                     loomrt_buf *target, loomrt_buf *labels,
+                                     int64_t, int64_t sm, int64_t, int64_t,
+                                     int64_t, int64_t ignore) {
+  int64_t rows = shapeOf(ctx, sm).numel();
+  LAUNCH(crossEntropyFromStatsKernel, 1, 1024, F(out), F(max), F(sum),
+         F(target), I(labels), rows, ignore);
+}
+
+void loomrt_cross_entropy_grad_from_stats(
+    loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels,
+    loomrt_buf *grad, loomrt_buf *max, loomrt_buf *sum, int64_t, int64_t sl,
+    int64_t, int64_t, int64_t, int64_t, int64_t ignore, int64_t vocab_group) {
+  auto [rows, classes] = rowsOf(shapeOf(ctx, sl));
+  auto [first, vocab] = vocabBlock(ctx, classes, vocab_group);
+  Scratch count(ctx, 4);
+  LAUNCH(labelMeanKernel, 1, 1024, count.as<float>(),
+         static_cast<const double *>(nullptr), I(labels), rows, ignore, 1);
+  LAUNCH(crossEntropyGradFromStatsKernel, rows, kRowThreads, F(out),
+         F(logits), I(labels), F(grad), count.as<float>(), F(max), F(sum),
+         rows, classes, first, vocab, ignore, errorsOf(ctx));
 }
 
 void loomrt_label_count(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *labels,

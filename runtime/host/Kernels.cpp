@@ -625,18 +625,38 @@ void loomrt_causal_mask(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
       }
 }
 
+namespace {
+/// The rows of a table of `rows` rows a rank holds: [first, first + rows)
+/// of a vocabulary of `vocab` (the whole table, or, with a vocab group,
+/// the group's blocks together).
+struct VocabBlock {
+  int64_t first = 0, rows = 0, vocab = 0;
+};
+VocabBlock vocabBlock(loomrt_ctx *c, int64_t rows, int64_t group) {
+  if (!group)
+    return {0, rows, rows};
+  return {loomrt_group_rank(c, uint32_t(group)) * rows, rows,
+          loomrt_group_size(c, uint32_t(group)) * rows};
+}
+} // namespace
+
 void loomrt_embedding(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *table,
-                      loomrt_buf *ids, int64_t, int64_t st, int64_t sids) {
+                      loomrt_buf *ids, int64_t, int64_t st, int64_t sids,
+                      int64_t vocab_group) {
   Shape t = shapeOf(c, st);
-  int64_t vocab = t[0], dim = t[1], n = shapeOf(c, sids).numel();
+  int64_t dim = t[1], n = shapeOf(c, sids).numel();
+  VocabBlock block = vocabBlock(c, t[0], vocab_group);
   for (int64_t i = 0; i < n; ++i) {
     int32_t id = I(ids)[i];
-    if (id < 0 || id >= vocab)
+    if (id < 0 || id >= block.vocab)
       fail("train.embedding: id " + std::to_string(id) + " at position " +
            std::to_string(i) + " is outside the vocabulary [0, " +
-           std::to_string(vocab) + ")");
-    std::memcpy(F(out) + i * dim, F(table) + int64_t(id) * dim,
-                dim * sizeof(float));
+           std::to_string(block.vocab) + ")");
+    int64_t row = id - block.first;
+    if (row < 0 || row >= block.rows)
+      std::memset(F(out) + i * dim, 0, dim * sizeof(float));
+    else
+      std::memcpy(F(out) + i * dim, F(table) + row * dim, dim * sizeof(float));
   }
 }
 
@@ -644,18 +664,23 @@ namespace {
 /// Each id's row of `out` gets its rows of `grad` added, over zeros or,
 /// with `accumulate`, over what `out` holds.
 void embeddingGrad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *ids,
-                   loomrt_buf *grad, int64_t so, int64_t sids,
+                   loomrt_buf *grad, int64_t so, int64_t sids, int64_t group,
                    bool accumulate) {
   Shape o = shapeOf(c, so);
-  int64_t vocab = o[0], dim = o[1], n = shapeOf(c, sids).numel();
+  int64_t dim = o[1], n = shapeOf(c, sids).numel();
+  VocabBlock block = vocabBlock(c, o[0], group);
   if (!accumulate)
     std::memset(out, 0, o.numel() * sizeof(float));
   for (int64_t i = 0; i < n; ++i) {
     int32_t id = I(ids)[i];
-    if (id < 0 || id >= vocab)
+    if (id < 0 || id >= block.vocab)
       fail("train.embedding_grad: id " + std::to_string(id) +
-           " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    float *row = F(out) + int64_t(id) * dim;
+           " is outside the vocabulary [0, " + std::to_string(block.vocab) +
+           ")");
+    int64_t local = id - block.first;
+    if (local < 0 || local >= block.rows)
+      continue;
+    float *row = F(out) + local * dim;
     const float *g = F(grad) + i * dim;
     for (int64_t j = 0; j < dim; ++j)
       row[j] += g[j];
@@ -664,14 +689,15 @@ void embeddingGrad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *ids,
 } // namespace
 
 void loomrt_embedding_grad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *ids,
-                           loomrt_buf *grad, int64_t so, int64_t sids,
-                           int64_t) {
-  embeddingGrad(c, out, ids, grad, so, sids, false);
+                           loomrt_buf *grad, int64_t so, int64_t sids, int64_t,
+                           int64_t vocab_group) {
+  embeddingGrad(c, out, ids, grad, so, sids, vocab_group, false);
 }
 void loomrt_embedding_grad_accumulate(loomrt_ctx *c, loomrt_buf *out,
                                       loomrt_buf *ids, loomrt_buf *grad,
-                                      int64_t so, int64_t sids, int64_t) {
-  embeddingGrad(c, out, ids, grad, so, sids, true);
+                                      int64_t so, int64_t sids, int64_t,
+                                      int64_t vocab_group) {
+  embeddingGrad(c, out, ids, grad, so, sids, vocab_group, true);
 }
 
 namespace {
@@ -737,6 +763,73 @@ void loomrt_cross_entropy_grad(loomrt_ctx *c, loomrt_buf *out,
     for (int64_t j = 0; j < classes; ++j)
       dr[j] = float(dr[j] / sum) * scale;
     dr[y[r]] -= scale;
+  }
+}
+
+void loomrt_cross_entropy_stats(loomrt_ctx *c, loomrt_buf *sum,
+                                loomrt_buf *target, loomrt_buf *logits,
+                                loomrt_buf *labels, loomrt_buf *max, int64_t,
+                                int64_t, int64_t sl, int64_t, int64_t,
+                                int64_t ignore, int64_t vocab_group) {
+  auto [rows, classes] = rowsOf(shapeOf(c, sl));
+  VocabBlock block = vocabBlock(c, classes, vocab_group);
+  const float *x = F(logits), *m = F(max);
+  const int32_t *y = I(labels);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * classes;
+    double total = 0.0;
+    for (int64_t j = 0; j < classes; ++j)
+      total += std::exp(double(xr[j] - m[r]));
+    F(sum)[r] = float(total);
+    F(target)[r] = 0.0f;
+    if (y[r] == ignore)
+      continue;
+    checkLabel(y[r], block.vocab, "train.cross_entropy_stats");
+    int64_t j = y[r] - block.first;
+    if (j >= 0 && j < classes)
+      F(target)[r] = xr[j];
+  }
+}
+
+void loomrt_cross_entropy_from_stats(loomrt_ctx *c, loomrt_buf *out,
+                                     loomrt_buf *max, loomrt_buf *sum,
+                                     loomrt_buf *target, loomrt_buf *labels,
+                                     int64_t, int64_t sm, int64_t, int64_t,
+                                     int64_t, int64_t ignore) {
+  int64_t rows = shapeOf(c, sm).numel();
+  const int32_t *y = I(labels);
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r)
+    if (y[r] != ignore)
+      total += std::log(double(F(sum)[r])) + F(max)[r] - F(target)[r];
+  int64_t count = countLabels(y, rows, ignore);
+  F(out)[0] = count ? float(total / count) : 0.0f;
+}
+
+void loomrt_cross_entropy_grad_from_stats(
+    loomrt_ctx *c, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels,
+    loomrt_buf *grad, loomrt_buf *max, loomrt_buf *sum, int64_t, int64_t sl,
+    int64_t, int64_t, int64_t, int64_t, int64_t ignore, int64_t vocab_group) {
+  auto [rows, classes] = rowsOf(shapeOf(c, sl));
+  VocabBlock block = vocabBlock(c, classes, vocab_group);
+  const float *x = F(logits), *m = F(max), *z = F(sum);
+  const int32_t *y = I(labels);
+  int64_t count = countLabels(y, rows, ignore);
+  float scale = count ? F(grad)[0] / float(count) : 0.0f;
+  float *d = F(out);
+  for (int64_t r = 0; r < rows; ++r) {
+    float *dr = d + r * classes;
+    if (y[r] == ignore) {
+      std::fill(dr, dr + classes, 0.0f);
+      continue;
+    }
+    checkLabel(y[r], block.vocab, "train.cross_entropy_grad_from_stats");
+    const float *xr = x + r * classes;
+    for (int64_t j = 0; j < classes; ++j)
+      dr[j] = float(std::exp(double(xr[j] - m[r])) / z[r]) * scale;
+    int64_t j = y[r] - block.first;
+    if (j >= 0 && j < classes)
+      dr[j] -= scale;
   }
 }
 

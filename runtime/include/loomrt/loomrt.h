@@ -372,12 +372,27 @@ void loomrt_attention(loomrt_ctx *, loomrt_buf *out, loomrt_buf *q, loomrt_buf *
 void loomrt_attention_grad(loomrt_ctx *, loomrt_buf *dq, loomrt_buf *dk, loomrt_buf *dv, loomrt_buf *q, loomrt_buf *k, loomrt_buf *v, loomrt_buf *grad,
                            int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t causal);
 void loomrt_causal_mask(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, double fill);
-void loomrt_embedding(loomrt_ctx *, loomrt_buf *out, loomrt_buf *table, loomrt_buf *ids, int64_t, int64_t, int64_t);
-void loomrt_embedding_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *ids, loomrt_buf *grad, int64_t, int64_t, int64_t);
+/* With a `vocab_group`, `table` (and embedding_grad's `out`) is this rank's
+   block of the rows, the block its rank in that runtime group selects; ids
+   outside it give zeros (add nothing). */
+void loomrt_embedding(loomrt_ctx *, loomrt_buf *out, loomrt_buf *table, loomrt_buf *ids, int64_t, int64_t, int64_t,
+                      int64_t vocab_group);
+void loomrt_embedding_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *ids, loomrt_buf *grad, int64_t, int64_t, int64_t,
+                           int64_t vocab_group);
 void loomrt_cross_entropy(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels, int64_t, int64_t, int64_t,
                           int64_t ignore_index);
 void loomrt_cross_entropy_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels, loomrt_buf *grad, int64_t,
                                int64_t, int64_t, int64_t, int64_t ignore_index);
+/* Vocab-parallel cross-entropy: with a `vocab_group`, the logits are this
+   rank's block of the classes, as for loomrt_embedding's table rows. */
+void loomrt_cross_entropy_stats(loomrt_ctx *, loomrt_buf *sum, loomrt_buf *target, loomrt_buf *logits, loomrt_buf *labels,
+                                loomrt_buf *max, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t ignore_index,
+                                int64_t vocab_group);
+void loomrt_cross_entropy_from_stats(loomrt_ctx *, loomrt_buf *out, loomrt_buf *max, loomrt_buf *sum, loomrt_buf *target,
+                                     loomrt_buf *labels, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t ignore_index);
+void loomrt_cross_entropy_grad_from_stats(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels,
+                                          loomrt_buf *grad, loomrt_buf *max, loomrt_buf *sum, int64_t, int64_t, int64_t,
+                                          int64_t, int64_t, int64_t, int64_t ignore_index, int64_t vocab_group);
 void loomrt_label_count(loomrt_ctx *, loomrt_buf *out, loomrt_buf *labels, int64_t, int64_t,
                         int64_t ignore_index);
 /* `global_shape` and `shard_groups` (empty unless the tensor is sharded):
@@ -422,7 +437,7 @@ void loomrt_layer_norm_grad_accumulate(loomrt_ctx *, loomrt_buf *dx, loomrt_buf 
 void loomrt_rms_norm_grad_accumulate(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *dgamma, loomrt_buf *in, loomrt_buf *gamma,
                                      loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t, double epsilon);
 void loomrt_embedding_grad_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *ids, loomrt_buf *grad, int64_t, int64_t,
-                                      int64_t);
+                                      int64_t, int64_t vocab_group);
 
 #ifdef __cplusplus
 }

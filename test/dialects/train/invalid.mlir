@@ -139,6 +139,30 @@ func.func @cross_entropy_labels(%l: tensor<4x10xf32>, %y: tensor<5xi32>) {
 
 // -----
 
+func.func @cross_entropy_stats_shape(%l: tensor<4x10xf32>, %y: tensor<4xi32>, %m: tensor<5xf32>) {
+  // expected-error @+1 {{'train.cross_entropy_stats' op statistics 'tensor<5xf32>' must have the labels' shape 'tensor<4xi32>'}}
+  %s, %t = train.cross_entropy_stats %l, %y, %m : tensor<4x10xf32>, tensor<4xi32> -> tensor<5xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_from_stats_shape(%m: tensor<4xf32>, %y: tensor<2x2xi32>) {
+  // expected-error @+1 {{'train.cross_entropy_from_stats' op statistics 'tensor<4xf32>' must have the labels' shape 'tensor<2x2xi32>'}}
+  %0 = train.cross_entropy_from_stats %m, %m, %m, %y : tensor<4xf32>, tensor<2x2xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_from_stats_labels(%l: tensor<4x10xf32>, %y: tensor<5xi32>, %g: tensor<f32>, %m: tensor<5xf32>) {
+  // expected-error @+1 {{'train.cross_entropy_grad_from_stats' labels 'tensor<5xi32>' must have the shape of logits 'tensor<4x10xf32>' without its last (class) dimension}}
+  %0 = train.cross_entropy_grad_from_stats %l, %y, %g, %m, %m : tensor<4x10xf32>, tensor<5xi32>, tensor<5xf32>
+  return
+}
+
+// -----
+
 func.func @cross_entropy_float_labels(%l: tensor<4x10xf32>, %y: tensor<4xf32>) {
   // expected-error @+1 {{'train.cross_entropy' op operand #1 must be ranked tensor of 32-bit signless integer or 64-bit signless integer values}}
   %0 = train.cross_entropy %l, %y : tensor<4x10xf32>, tensor<4xf32>

@@ -129,6 +129,11 @@ train.model @compute {
 // CHECK: train.dropout %{{.*}} rate 1.000000e-01 seed 7 : tensor<2x4x8xf32>
 // CHECK: train.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -1 : i64} : tensor<2x4x16xf32>, tensor<2x4xi32>
 // CHECK: train.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x4x16xf32>, tensor<2x4xi32>
+// CHECK: train.embedding %{{.*}}, %{{.*}} {vocab_group = 1 : i64} : tensor<16x8xf32>, tensor<2x4xi32>
+// CHECK: %[[M:.*]] = train.reduce max
+// CHECK: %[[S:.*]], %[[T:.*]] = train.cross_entropy_stats %{{.*}}, %{{.*}}, %[[M]] {vocab_group = 1 : i64} : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<2x4xf32>
+// CHECK: train.cross_entropy_from_stats %[[M]], %[[S]], %[[T]], %{{.*}} : tensor<2x4xf32>, tensor<2x4xi32> -> tensor<f32>
+// CHECK: train.cross_entropy_grad_from_stats %{{.*}}, %{{.*}}, %{{.*}}, %[[M]], %[[S]] {vocab_group = 1 : i64} : tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x4xf32>
 train.model @shapes {
   %wte = train.param "wte" init(#train.init<normal, 0.02>) : tensor<16x8xf32>
   %ids = train.input "ids" : tensor<2x4xi32>
@@ -147,6 +152,11 @@ train.model @shapes {
   %l = train.cross_entropy %logits, %ids {ignore_index = -1 : i64} : tensor<2x4x16xf32>, tensor<2x4xi32>
   %one = arith.constant dense<1.0> : tensor<f32>
   %lg = train.cross_entropy_grad %logits, %ids, %one : tensor<2x4x16xf32>, tensor<2x4xi32>
+  %ev = train.embedding %wte, %ids {vocab_group = 1} : tensor<16x8xf32>, tensor<2x4xi32>
+  %m = train.reduce max %logits dims [2] : tensor<2x4x16xf32>
+  %sv, %tv = train.cross_entropy_stats %logits, %ids, %m {vocab_group = 1} : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<2x4xf32>
+  %lv = train.cross_entropy_from_stats %m, %sv, %tv, %ids : tensor<2x4xf32>, tensor<2x4xi32> -> tensor<f32>
+  %gv = train.cross_entropy_grad_from_stats %logits, %ids, %one, %m, %sv {vocab_group = 1} : tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<2x4xf32>
   train.output loss(%l : tensor<f32>)
 }
 
