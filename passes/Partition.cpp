@@ -253,6 +253,17 @@ struct Partitioner {
       for (OpOperand *u : uses)
         u->set(*resharded);
     }
+    // The sum (or the maximum) of a value over the ranks of `axes`.
+    auto reduceOver = [](bool max) {
+      return [max](OpBuilder &b, Location loc, Value v,
+                   ArrayRef<StringAttr> a) -> Value {
+        SmallVector<StringRef> names;
+        for (StringAttr axis : a)
+          names.push_back(axis.getValue());
+        return dist::AllReduceOp::create(b, loc, v, b.getStrArrayAttr(names),
+                                         max);
+      };
+    };
     LocalizeContext context{
         rule,
         axes,
@@ -261,22 +272,8 @@ struct Partitioner {
         [&](ArrayRef<StringAttr> a) -> int64_t {
           return mesh.isInDeviceOrder(a) ? int64_t(mesh.getGroupMask(a)) : -1;
         },
-        [&](OpBuilder &b, Location loc, Value v,
-            ArrayRef<StringAttr> a) -> Value {
-          SmallVector<StringRef> names;
-          for (StringAttr axis : a)
-            names.push_back(axis.getValue());
-          return dist::AllReduceOp::create(b, loc, v, b.getStrArrayAttr(names),
-                                           false);
-        },
-        [&](OpBuilder &b, Location loc, Value v,
-            ArrayRef<StringAttr> a) -> Value {
-          SmallVector<StringRef> names;
-          for (StringAttr axis : a)
-            names.push_back(axis.getValue());
-          return dist::AllReduceOp::create(b, loc, v, b.getStrArrayAttr(names),
-                                           true);
-        },
+        reduceOver(false),
+        reduceOver(true),
         [&](Value from, Value to) {
           held[to] = held.lookup(from);
           from.replaceAllUsesWith(to);

@@ -748,36 +748,26 @@ LogicalResult localize(DropoutOp op, OpBuilder &b, const LocalizeContext &ctx) {
   return success();
 }
 
-/// The runtime group that splits the table's rows (factor `vocab`), or
-/// fails for axes not in mesh order.
-FailureOr<int64_t> vocabGroup(Operation *op, const LocalizeContext &ctx,
-                              int64_t vocab) {
+/// A table split by rows (vocab-parallel): the lookup gives zeros for ids
+/// outside the rank's rows (its results are partial sums over the split's
+/// axes), and the gradient is the rank's rows only. `vocab` is the table's
+/// row factor.
+template <typename OpT>
+LogicalResult localizeVocab(OpT op, const LocalizeContext &ctx, int64_t vocab) {
   int64_t mask = ctx.groupMask(ctx.factorAxes[vocab]);
   if (mask < 0)
-    return op->emitOpError("splits the table's rows over axes not in mesh "
-                           "order; their block cannot be found at run time");
-  return mask;
+    return op.emitOpError("splits the table's rows over axes not in mesh "
+                          "order; their block cannot be found at run time");
+  op.setVocabGroup(mask);
+  return success();
 }
-
-/// A table split by rows: the lookup gives zeros for ids outside the
-/// rank's rows (the results are partial sums over the split's axes).
 LogicalResult localize(EmbeddingOp op, OpBuilder &,
                        const LocalizeContext &ctx) {
-  FailureOr<int64_t> group = vocabGroup(op, ctx, ctx.rule.operandFactors[0][0]);
-  if (failed(group))
-    return failure();
-  op.setVocabGroup(*group);
-  return success();
+  return localizeVocab(op, ctx, ctx.rule.operandFactors[0][0]);
 }
-
-/// The gradient of a table split by rows: the rank's rows only.
 LogicalResult localize(EmbeddingGradOp op, OpBuilder &,
                        const LocalizeContext &ctx) {
-  FailureOr<int64_t> group = vocabGroup(op, ctx, ctx.rule.resultFactors[0][0]);
-  if (failed(group))
-    return failure();
-  op.setVocabGroup(*group);
-  return success();
+  return localizeVocab(op, ctx, ctx.rule.resultFactors[0][0]);
 }
 
 /// A slice keeps whole the dimensions it cuts; the others are the block's.

@@ -140,3 +140,39 @@ def definitions(program):
         if m:
             defs[m.group(1)] = m.group(2)
     return defs
+
+
+def ring_allreduce(elements, n, rank=0):
+    """Bytes rank `rank` sends in the host runtime's ring all-reduce of
+    `elements` f32 values over n ranks: in each of n-1 reduce-scatter and
+    n-1 all-gather steps one chunk (n near-equal chunks; a scalar is one
+    rank's chunk)."""
+    if n == 1:
+        return 0
+
+    def chunk(i):
+        base, extra = divmod(elements, n)
+        return base + (i < extra)
+    rs = sum(chunk((rank - s) % n) for s in range(n - 1))
+    ag = sum(chunk((rank + 1 - s) % n) for s in range(n - 1))
+    return 4 * (rs + ag)
+
+
+def half(elements, n):
+    """A reduce-scatter's or an all-gather's bytes per rank: (n-1)/n."""
+    assert elements % n == 0
+    return 4 * elements * (n - 1) // n
+
+
+def token_counts(program, axis, stage, M):
+    """The cross-entropy's labelled-token counts reduced over `axis` in one
+    step by the ranks of pipeline stage `stage`: the scalar all-reduces
+    inside the micro-batch loops (the indented ones), once per micro-batch,
+    of no stage or of `stage` (the loss gradient's runs on the last stage
+    only)."""
+    def runs_here(line):
+        m = re.search(r"dist\.stage = (\d+)", line)
+        return m is None or int(m.group(1)) == stage
+    return M * sum(1 for line in program.splitlines()
+                   if line.startswith("      ") and runs_here(line) and
+                   re.search(r'dist\.all_reduce_start .* over \["%s"\] .*: tensor<f32>$' % axis, line))

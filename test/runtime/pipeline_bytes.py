@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loomtest import MPIRUN, RUN_ENV, Checks  # noqa: E402
+from loomtest import MPIRUN, RUN_ENV, Checks, ring_allreduce, token_counts  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--loomc", required=True)
@@ -57,30 +57,6 @@ def stage_parameters(program, pp):
     own[0] += V * H + S * H
     own[-1] += 2 * H + V * H
     return own, layers
-
-
-def ring_scalar_bytes(rank, n):
-    """Bytes rank `rank` sends in a ring all-reduce of one float over `n`
-    ranks: the element is chunk 0, which the reduce-scatter's step s sends
-    from rank s and the all-gather's step s from rank s - 1 (mod n), for s
-    in 0 .. n - 2."""
-    sends = sum(1 for s in range(n - 1) if rank == s) + \
-        sum(1 for s in range(n - 1) if rank == (s - 1) % n)
-    return 4 * sends
-
-
-def token_counts(program, axis, stage, M):
-    """The cross-entropy's labelled-token counts reduced over `axis` in one
-    step by the ranks of `stage`: scalar all-reduces inside the micro-batch
-    loops, once per micro-batch; those of no stage on every rank, those of a
-    stage (the loss gradient's, which only the last stage reads) on its
-    ranks only."""
-    def runs_here(line):
-        m = re.search(r"dist\.stage = (\d+)", line)
-        return m is None or int(m.group(1)) == stage
-    return M * sum(1 for line in program.splitlines()
-                   if line.startswith("      ") and runs_here(line) and
-                   re.search(r'dist\.all_reduce_start .* over \["%s"\] .*: tensor<f32>$' % axis, line))
 
 
 for mesh, ranks, pp, dp, M in (("pp=2", 2, 2, 1, 2), ("pp=2,dp=2", 4, 2, 2, 2), ("pp=4", 4, 4, 1, 4)):
@@ -111,7 +87,7 @@ for mesh, ranks, pp, dp, M in (("pp=2", 2, 2, 1, 2), ("pp=2,dp=2", 4, 2, 2, 2), 
         # bytes of a two-rank ring), the loss and the clipping norm.
         want = 4 * (B // dp) * S * H * ((stage < pp - 1) + (stage > 0))
         want += 4 * V * H * (stage in (0, pp - 1))
-        want += 2 * ring_scalar_bytes(stage, pp)
+        want += 2 * ring_allreduce(1, pp, stage)
         if dp > 1:
             want += 4 * own[stage] + 4 * (1 + token_counts(program, "dp", stage, M))
         got = pmpi.get(rank, -1)

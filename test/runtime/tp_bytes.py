@@ -57,7 +57,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loomtest import MPIRUN, RUN_ENV, Checks  # noqa: E402
+from loomtest import MPIRUN, RUN_ENV, Checks, half, ring_allreduce, token_counts  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--loomc", required=True)
@@ -69,21 +69,6 @@ B, S, H, V, LAYERS = 8, 64, 128, 256, 4
 STEPS = 2
 work = tempfile.mkdtemp(prefix="loom-tp-bytes-")
 check = Checks()
-
-
-def ring_allreduce(elements, n, rank):
-    """Bytes rank `rank` sends in the host runtime's ring all-reduce of
-    `elements` f32 values over n ranks: in each of n-1 reduce-scatter and
-    n-1 all-gather steps one chunk (n near-equal chunks)."""
-    if n == 1:
-        return 0
-
-    def chunk(i):
-        base, extra = divmod(elements, n)
-        return base + (i < extra)
-    rs = sum(chunk((rank - s) % n) for s in range(n - 1))
-    ag = sum(chunk((rank + 1 - s) % n) for s in range(n - 1))
-    return 4 * (rs + ag)
 
 
 def tp_local_parameters(t):
@@ -227,12 +212,6 @@ if r.returncode:
 pmpi = {int(a): int(b) for a, b in re.findall(r"pmpi: rank (\d+) sent (\d+) bytes", r.stderr)}
 
 
-def half(elements, n):
-    """An all-gather's or a reduce-scatter's bytes per rank: (n-1)/n."""
-    assert elements % n == 0
-    return 4 * elements * (n - 1) // n
-
-
 for rank in range(T):
     # Per layer: forward, the all-gathers of the two norms' outputs before
     # the column-parallel projections and the reduce-scatters of the two
@@ -301,19 +280,6 @@ pmpi = {int(a): int(b) for a, b in re.findall(r"pmpi: rank (\d+) sent (\d+) byte
 per_layer = (12 * H * H + 7 * H) // TP + 6 * H
 
 
-def token_counts(program, stage, M):
-    """The cross-entropy's labelled-token counts reduced over dp in one step
-    by the ranks of `stage`: the scalar all-reduces over dp inside the
-    micro-batch loops (the indented ones), once per micro-batch, of no stage
-    or of `stage` (the loss gradient's runs on the last stage only)."""
-    def runs_here(line):
-        m = re.search(r"dist\.stage = (\d+)", line)
-        return m is None or int(m.group(1)) == stage
-    return M * sum(1 for line in program.splitlines()
-                   if line.startswith("      ") and runs_here(line) and
-                   re.search(r'dist\.all_reduce_start .* over \["dp"\] .*: tensor<f32>$', line))
-
-
 for rank in range(8):
     stage, rest = divmod(rank, DP * TP)
     rank_dp, rank_tp = divmod(rest, TP)
@@ -344,7 +310,7 @@ for rank in range(8):
     # (once per micro-batch where a micro-batch loop reduces them).
     own = layers[stage] * per_layer + V * H // TP + (S * H if stage == 0 else 2 * H)
     want += 4 * own * 2 * (DP - 1) // DP
-    counts = token_counts(program, stage, M)
+    counts = token_counts(program, "dp", stage, M)
     want += (1 + counts) * ring_allreduce(1, DP, rank_dp)
     got = pmpi.get(rank, -1)
     check(f"{mesh} M={M}: rank {rank} (stage {stage}) bytes per step",

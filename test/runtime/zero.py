@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from loomtest import (Checks, MPIRUN, RUN_ENV, compare_training, definitions,  # noqa: E402
-                      read_safetensors)
+                      half, read_safetensors, ring_allreduce)
 
 STEPS = 6
 SEED = 5
@@ -219,24 +219,6 @@ check("dp=4: the report's gathered layers in flight", got == [0, 0, 0, 2 * layer
       f"{got} vs {[0, 0, 0, 2 * layer_bytes]}")
 
 # -- Bytes ------------------------------------------------------------------
-def ring_allreduce(elements, n, rank=0):
-    """Bytes rank `rank` sends in the host runtime's ring all-reduce of
-    `elements` f32 values over n ranks: in each of n-1 reduce-scatter and
-    n-1 all-gather steps one chunk (n near-equal chunks)."""
-    def chunk(i):
-        base, extra = divmod(elements, n)
-        return base + (i < extra)
-    rs = sum(chunk((rank - s) % n) for s in range(n - 1))
-    ag = sum(chunk((rank + 1 - s) % n) for s in range(n - 1))
-    return 4 * (rs + ag)
-
-
-def half(elements, n):
-    """A reduce-scatter's or an all-gather's bytes per rank: (n-1)/n."""
-    assert elements % n == 0
-    return 4 * elements * (n - 1) // n
-
-
 sent = {}
 for stage in range(4):
     exe = os.path.join(work, f"adamw-z{stage}")
