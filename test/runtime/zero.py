@@ -224,8 +224,9 @@ for stage in range(4):
     exe = os.path.join(work, f"adamw-z{stage}")
     sent[stage] = run(f"bytes-z{stage}", exe, 4, pmpi=True)[2][0] / STEPS
 scalar = ring_allreduce(1, n)
-# Plain data parallelism: one all-reduce of every gradient and the loss's
-# three scalars (the loss, its label count, the held-out flag's sum).
+# Plain data parallelism: one all-reduce of every gradient and three
+# scalars (the loss, and its labelled-token count, which the loss and its
+# gradient each reduce).
 want0 = ring_allreduce(psi, n) + 3 * scalar
 check("dp=4: plain data parallelism sends the gradients' all-reduce",
       sent[0] == want0, f"{sent[0]:.0f} vs {want0} bytes per step and rank")
