@@ -29,15 +29,18 @@ static int64_t boundOf(Value input) {
     Operation *user = use.getOwner();
     if (auto e = dyn_cast<EmbeddingOp>(user))
       if (use.get() == e.getIds())
-        return e.getTable().getType().getDimSize(0) *
-               groupSize(e, e.getVocabGroup());
+        return e.getVocabSize() ? e.getVocabSize()
+                                : e.getTable().getType().getDimSize(0) *
+                                      groupSize(e, e.getVocabGroup());
     if (auto ce = dyn_cast<CrossEntropyOp>(user))
       if (use.get() == ce.getLabels())
         return ce.getLogits().getType().getShape().back();
     if (auto stats = dyn_cast<CrossEntropyStatsOp>(user))
       if (use.get() == stats.getLabels())
-        return stats.getLogits().getType().getShape().back() *
-               groupSize(stats, stats.getVocabGroup());
+        return stats.getVocabSize()
+                   ? stats.getVocabSize()
+                   : stats.getLogits().getType().getShape().back() *
+                         groupSize(stats, stats.getVocabGroup());
     // Through reshapes, a rank's block and into repeats (micro-batch
     // slices).
     int64_t bound = 0;

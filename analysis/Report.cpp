@@ -290,6 +290,22 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
         s.optimizerStateBytes += tensorBytes(t.type);
       }
     }
+  // The parameters' dimensions split in padded blocks.
+  padding.clear();
+  for (const TensorEntry &t : layout->tensors) {
+    if (t.role != 0 || t.globalShape.empty() || !mesh)
+      continue;
+    for (auto [d, mask] : llvm::enumerate(t.shardGroups)) {
+      int64_t blocks = 1;
+      for (auto [a, n] : llvm::enumerate(mesh.getSizes()))
+        if (mask & (int64_t(1) << a))
+          blocks *= n;
+      int64_t block = t.type.getDimSize(d);
+      if (blocks * block != t.globalShape[d])
+        padding.push_back({t.partOf.empty() ? t.name : t.partOf, int64_t(d),
+                           t.globalShape[d], blocks, block});
+    }
+  }
   if (auto zero = loom::dist::attrs(rank).getZeroAttrHelper().getAttr(rank))
     zeroStage = zero.getInt();
   // The first rank's FLOPs: each op it runs (not a loop, whose ops are
@@ -576,6 +592,14 @@ llvm::json::Value Report::toJSON() const {
            s.parameterBytes + s.gradientBytes + s.optimizerStateBytes}});
     memory["per_pipeline_rank"] = std::move(perRank);
   }
+  llvm::json::Array padded;
+  for (const Padding &p : padding)
+    padded.push_back(llvm::json::Object{{"tensor", p.tensor},
+                                        {"dim", p.dim},
+                                        {"size", p.size},
+                                        {"blocks", p.blocks},
+                                        {"block", p.block}});
+  memory["padding"] = std::move(padded);
   // Bytes sent per rank per step, by collective kind and mesh axis.
   llvm::json::Object comm;
   llvm::json::Array collectives;
@@ -698,6 +722,10 @@ void Report::print(llvm::raw_ostream &os) const {
   os << ")\n";
   if (!remat.empty())
     os << "    recomputation: " << remat << "\n";
+  for (const Padding &p : padding)
+    os << "    padded: " << p.tensor << " dimension " << p.dim << " of "
+       << p.size << " in " << p.blocks << " blocks of " << p.block << " ("
+       << p.blocks * p.block - p.size << " of padding at the end)\n";
   if (zeroStage > 0)
     os << "    ZeRO stage " << zeroStage << " over "
        << config.mesh.getAxis(AxisRole::Data).getValue() << " (" << dp

@@ -121,6 +121,14 @@ struct Report {
     int64_t activationBytes = 0;
   };
   std::vector<StageStates> pipelineRanks;
+  /// A parameter dimension split unevenly (a vocabulary over tp, a ZeRO
+  /// shard over dp): `size` elements in `blocks` blocks of `block`, the
+  /// last ones ending in blocks x block - size elements of padding.
+  struct Padding {
+    std::string tensor;
+    int64_t dim = 0, size = 0, blocks = 0, block = 0;
+  };
+  std::vector<Padding> padding;
   std::vector<CommLine> communication;
   std::optional<Cluster> cluster;
   double computeSeconds = 0, communicationSeconds = 0;

@@ -507,6 +507,16 @@ struct Emitter {
               i64(outType.getNumElements()), dtype, i32(0)});
       return success();
     }
+    if (auto fill = dyn_cast<dist::FillPaddingOp>(op)) {
+      int64_t rows = rowsBefore(inType, fill.getDim());
+      int64_t block = inType.getDimSize(fill.getDim());
+      int64_t inner = inType.getNumElements() / (rows * block);
+      call("loomrt_fill_padding",
+           {ctx, out, in, i64(rows), i64(block), i64(inner),
+            group(fill.getGroupMask(mesh)), i64(fill.getSize()),
+            f64(fill.getValue().convertToDouble())});
+      return success();
+    }
     auto shard = cast<dist::ShardOp>(op);
     for (Attribute list : shard.getAxes())
       if (!mesh.isInDeviceOrder(
@@ -1101,7 +1111,8 @@ struct Emitter {
       return success();
     }
     if (isa<dist::AllReduceOp, dist::AllReduceStartOp, dist::AllGatherOp,
-            dist::AllGatherStartOp, dist::ReduceScatterOp, dist::ShardOp>(op))
+            dist::AllGatherStartOp, dist::ReduceScatterOp, dist::ShardOp,
+            dist::FillPaddingOp>(op))
       return emitCollective(&op);
     if (isa<ConcatOp>(op))
       return op.emitOpError("is not supported by the code generator yet");

@@ -4,6 +4,8 @@
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
 
+#include <limits>
+
 namespace loom {
 #define GEN_PASS_DEF_DISTPARTITION
 #include "passes/Passes.h.inc"
@@ -26,6 +28,12 @@ struct Partitioner {
   DenseMap<Value, SmallVector<Axes>> held;
   /// One reshard per (value, wanted split), shared by its uses.
   DenseMap<std::pair<Value, Attribute>, Value> reshards;
+  /// The whole shape of each value held in padded blocks (a dimension
+  /// split unevenly, its last blocks ending in padding).
+  DenseMap<Value, SmallVector<int64_t>> paddedWhole;
+  /// One fill of a value's padding per (value, dimension, fill value's
+  /// bits).
+  DenseMap<std::tuple<Value, int64_t, uint64_t>, Value> fills;
 
   Partitioner(ModelOp model, dist::MeshAttr mesh)
       : model(model), mesh(mesh), ctx(model.getContext()) {}
@@ -40,11 +48,42 @@ struct Partitioner {
     return dims;
   }
 
+  /// The block type of `type` split as `dims`: ceil(size / ranks) along a
+  /// dimension, the last blocks padded where it does not divide.
   RankedTensorType localType(RankedTensorType type, ArrayRef<Axes> dims) {
     SmallVector<int64_t> shape(type.getShape());
     for (auto [d, axes] : llvm::enumerate(dims))
-      shape[d] /= mesh.getGroupSize(axes);
+      shape[d] = llvm::divideCeil(shape[d], mesh.getGroupSize(axes));
     return RankedTensorType::get(shape, type.getElementType());
+  }
+
+  /// The shape of the whole tensor `v` holds a block of.
+  SmallVector<int64_t> wholeShape(Value v) {
+    if (auto it = paddedWhole.find(v); it != paddedWhole.end())
+      return it->second;
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    for (auto [d, axes] : llvm::enumerate(held.lookup(v)))
+      shape[d] *= mesh.getGroupSize(axes);
+    return shape;
+  }
+
+  /// Records `v` as held split as `dims` of a whole tensor of `whole`.
+  void hold(Value v, ArrayRef<Axes> dims, ArrayRef<int64_t> whole) {
+    held[v] = SmallVector<Axes>(dims.begin(), dims.end());
+    bool padded = false;
+    for (auto [d, axes] : llvm::enumerate(dims))
+      padded |= whole[d] % mesh.getGroupSize(axes) != 0;
+    if (padded)
+      paddedWhole[v] = SmallVector<int64_t>(whole.begin(), whole.end());
+  }
+
+  /// Whether dimension `d` of `v` is split in padded blocks.
+  bool paddedDim(Value v, int64_t d) {
+    SmallVector<Axes> dims = held.lookup(v);
+    if (d >= int64_t(dims.size()) || dims[d].empty())
+      return false;
+    return wholeShape(v)[d] % mesh.getGroupSize(dims[d]) != 0;
   }
 
   ArrayAttr axesAttr(ArrayRef<Axes> dims) {
@@ -55,18 +94,85 @@ struct Partitioner {
     return ArrayAttr::get(ctx, lists);
   }
 
-  /// Sets `v`'s type to its per-rank type under `dims`.
+  /// Sets `v`'s type to its per-rank type under `dims`; a dimension that
+  /// does not divide must be one its recorded sharding pads.
   LogicalResult setLocalType(Value v, ArrayRef<Axes> dims, Location loc) {
     auto type = cast<RankedTensorType>(v.getType());
+    dist::ShardingAttr recorded = getSharding(v);
     for (auto [d, axes] : llvm::enumerate(dims))
-      if (type.getDimSize(d) % mesh.getGroupSize(axes) != 0)
+      if (type.getDimSize(d) % mesh.getGroupSize(axes) != 0 &&
+          !(recorded && recorded.isPadded(d)))
         return emitError(loc) << "dimension " << d << " of " << type
                               << " does not divide over " << axesAttr(axes)
                               << " (" << mesh.getGroupSize(axes)
                               << " ranks); shard another dimension or pad it";
     v.setType(localType(type, dims));
-    held[v] = SmallVector<Axes>(dims.begin(), dims.end());
+    hold(v, dims, type.getShape());
     return success();
+  }
+
+  /// Whether the padding of dimension `d` of `v` is zero by construction:
+  /// a block taken or reduce-scattered from a zero-padded tensor, a fill
+  /// with zeros, or sums and products of such blocks (also through a
+  /// loop's stacked results). A reduction then needs no fill before it.
+  bool zeroPadded(Value v, int64_t d, int depth = 0) {
+    if (depth > 16)
+      return false;
+    auto padsDim = [&](Value in) {
+      auto pad = in.getDefiningOp<PadOp>();
+      return pad && pad.getHigh()[d] > 0;
+    };
+    if (auto result = dyn_cast<OpResult>(v)) {
+      Operation *op = result.getOwner();
+      if (auto fill = dyn_cast<dist::FillPaddingOp>(op))
+        return fill.getDim() == d && fill.getValue().isZero();
+      if (auto rs = dyn_cast<dist::ReduceScatterOp>(op))
+        return rs.getDim() == d && padsDim(rs.getInput());
+      if (auto shard = dyn_cast<dist::ShardOp>(op))
+        return padsDim(shard.getInput());
+      if (auto reduce = dyn_cast<dist::AllReduceOp>(op))
+        return !reduce.getMax() && zeroPadded(reduce.getInput(), d, depth + 1);
+      if (isa<AddOp, SubOp>(op))
+        return op->getOperand(0).getType() == op->getOperand(1).getType() &&
+               zeroPadded(op->getOperand(0), d, depth + 1) &&
+               zeroPadded(op->getOperand(1), d, depth + 1);
+      if (isa<ScaleOp>(op))
+        return zeroPadded(op->getOperand(0), d, depth + 1);
+      if (auto repeat = dyn_cast<RepeatOp>(op))
+        for (const RepeatLink &link : repeatLinks(repeat))
+          if (link.outer == v && link.stacked && d > 0)
+            return zeroPadded(link.inner, d - 1, depth + 1);
+    }
+    return false;
+  }
+
+  /// `v` with the padding of its dimension `d` set to `fill` (once per
+  /// value, right after its definition; a parameter's right before `at`,
+  /// so no copy of it lives across the step).
+  Value fillPadding(Value v, int64_t d, double fill, Operation *at) {
+    SmallVector<Axes> dims = held.lookup(v);
+    SmallVector<int64_t> whole = wholeShape(v);
+    bool cached = !v.getDefiningOp<ParamOp>() && !isa<BlockArgument>(v);
+    std::tuple<Value, int64_t, uint64_t> key{v, d,
+                                             llvm::bit_cast<uint64_t>(fill)};
+    if (cached)
+      if (Value done = fills.lookup(key))
+        return done;
+    OpBuilder b(ctx);
+    if (!cached)
+      b.setInsertionPoint(at);
+    else
+      b.setInsertionPointAfter(v.getDefiningOp());
+    SmallVector<StringRef> names;
+    for (StringAttr a : dims[d])
+      names.push_back(a.getValue());
+    Value filled = dist::FillPaddingOp::create(
+        b, v.getLoc(), v, b.getStrArrayAttr(names), b.getI64IntegerAttr(d),
+        b.getI64IntegerAttr(whole[d]), b.getF64FloatAttr(fill));
+    hold(filled, dims, whole);
+    if (cached)
+      fills[key] = filled;
+    return filled;
   }
 
   /// `v` (split as `held[v]`) split as `want`, once for all uses, right
@@ -85,22 +191,35 @@ struct Partitioner {
       b.setInsertionPointToStart(arg.getOwner());
     else
       b.setInsertionPointAfter(v.getDefiningOp());
-    Value cur = reshardAt(b, v, want, loc);
-    reshards[{v, key}] = cur;
+    FailureOr<Value> cur = reshardAt(b, v, want, loc);
+    if (succeeded(cur))
+      reshards[{v, key}] = *cur;
     return cur;
   }
 
-  /// The chain of collectives that splits `v` as `want`, built at `b`.
-  Value reshardAt(OpBuilder &b, Value v, ArrayRef<Axes> want, Location loc) {
+  /// The chain of collectives that splits `v` as `want`, built at `b`. A
+  /// dimension in padded blocks is gathered whole and cut to its size, and
+  /// one split into padded blocks is padded first: the collectives always
+  /// move equal blocks.
+  FailureOr<Value> reshardAt(OpBuilder &b, Value v, ArrayRef<Axes> want,
+                             Location loc) {
     SmallVector<Axes> have = held.lookup(v);
     if (have.empty())
       have.resize(want.size());
+    SmallVector<int64_t> whole = wholeShape(v);
     Value cur = v;
     // Gather the axes a dimension loses, innermost first.
     for (int64_t d = 0, e = want.size(); d < e; ++d) {
       size_t keep = isPrefix(have[d], want[d])   ? have[d].size()
                     : isPrefix(want[d], have[d]) ? want[d].size()
                                                  : 0;
+      bool padded = paddedDim(v, d);
+      if (padded && keep != 0 && keep != have[d].size())
+        return emitError(loc) << "dimension " << d << " of a tensor of "
+                              << whole[d] << " elements is split over "
+                              << axesAttr(have) << " in padded blocks and "
+                              << "cannot be regrouped as " << axesAttr(want);
+      bool gathered = have[d].size() > keep;
       while (have[d].size() > keep) {
         StringAttr axis = have[d].pop_back_val();
         auto type = cast<RankedTensorType>(cur.getType());
@@ -111,21 +230,42 @@ struct Partitioner {
             b.getStrArrayAttr({axis.getValue()}), b.getI64IntegerAttr(d));
         ++gathers;
       }
+      if (padded && gathered) {
+        auto type = cast<RankedTensorType>(cur.getType());
+        SmallVector<int64_t> sizes(type.getShape());
+        sizes[d] = whole[d];
+        cur = SliceOp::create(b, loc, cur, SmallVector<int64_t>(sizes.size()),
+                              sizes);
+      }
     }
-    // Take the block of the axes a dimension gains.
+    // Take the block of the axes a dimension gains, padding a dimension
+    // they do not divide.
     SmallVector<Axes> extra(want.size());
     bool any = false;
+    SmallVector<int64_t> high(want.size(), 0);
     for (int64_t d = 0, e = want.size(); d < e; ++d) {
       extra[d].assign(want[d].begin() + have[d].size(), want[d].end());
       any |= !extra[d].empty();
+      int64_t size = cast<RankedTensorType>(cur.getType()).getDimSize(d);
+      int64_t n = mesh.getGroupSize(extra[d]);
+      if (size % n == 0)
+        continue;
+      if (!have[d].empty())
+        return emitError(loc)
+               << "dimension " << d << " of " << cur.getType()
+               << ", split over " << axesAttr(have) << ", does not divide over "
+               << axesAttr(extra) << " as well";
+      high[d] = llvm::divideCeil(size, n) * n - size;
     }
+    if (llvm::any_of(high, [](int64_t h) { return h != 0; }))
+      cur = PadOp::create(b, loc, cur, SmallVector<int64_t>(high.size()), high);
     if (any) {
       cur = dist::ShardOp::create(
           b, loc, localType(cast<RankedTensorType>(cur.getType()), extra), cur,
           axesAttr(extra));
       ++shards;
     }
-    held[cur] = SmallVector<Axes>(want.begin(), want.end());
+    hold(cur, want, whole);
     return cur;
   }
 
@@ -155,20 +295,43 @@ struct Partitioner {
         held[cur] = have;
         continue;
       }
+      SmallVector<int64_t> whole = wholeShape(cur);
+      FailureOr<Value> padded = padToDivide(
+          b, cur, *dim, have[*dim], mesh.getAxisSize(axis.getValue()), loc);
+      if (failed(padded))
+        return failure();
+      type = cast<RankedTensorType>(padded->getType());
       SmallVector<int64_t> shape(type.getShape());
-      if (shape[*dim] % mesh.getAxisSize(axis.getValue()) != 0)
-        return emitError(loc) << "dimension " << *dim << " of " << type
-                              << " does not divide over " << axis;
       shape[*dim] /= mesh.getAxisSize(axis.getValue());
       cur = dist::ReduceScatterOp::create(
-          b, loc, RankedTensorType::get(shape, type.getElementType()), cur,
+          b, loc, RankedTensorType::get(shape, type.getElementType()), *padded,
           b.getStrArrayAttr({axis.getValue()}), b.getI64IntegerAttr(*dim));
       sharding::markRecomputed(v, cur.getDefiningOp());
       have[*dim].push_back(axis);
-      held[cur] = have;
+      hold(cur, have, whole);
       ++scatters;
     }
     return cur;
+  }
+
+  /// `v` padded with zeros along `dim` to a multiple of `n` (the input of
+  /// a reduce-scatter into padded blocks); `have`: the axes that split the
+  /// dimension already, which must be none where it pads.
+  FailureOr<Value> padToDivide(OpBuilder &b, Value v, int64_t dim,
+                               ArrayRef<StringAttr> have, int64_t n,
+                               Location loc) {
+    auto type = cast<RankedTensorType>(v.getType());
+    int64_t size = type.getDimSize(dim);
+    if (size % n == 0)
+      return v;
+    if (!have.empty())
+      return emitError(loc)
+             << "dimension " << dim << " of " << type
+             << " is split already and does not divide over " << n << " ranks";
+    SmallVector<int64_t> high(type.getRank(), 0);
+    high[dim] = llvm::divideCeil(size, n) * n - size;
+    return PadOp::create(b, loc, v, SmallVector<int64_t>(high.size()), high)
+        .getResult();
   }
 
   LogicalResult use(OpOperand &operand, ArrayRef<Axes> want) {
@@ -184,7 +347,11 @@ struct Partitioner {
       have.resize(want.size());
       if (ArrayRef<Axes>(have) != want) {
         OpBuilder b(operand.getOwner());
-        operand.set(reshardAt(b, v, want, operand.getOwner()->getLoc()));
+        FailureOr<Value> r =
+            reshardAt(b, v, want, operand.getOwner()->getLoc());
+        if (failed(r))
+          return failure();
+        operand.set(*r);
       }
       return success();
     }
@@ -227,6 +394,20 @@ struct Partitioner {
           want[d] = axes[f];
       if (failed(use(o, want)))
         return failure();
+      // An op reducing over a dimension in padded blocks reads the padding
+      // as the reduction's identity: 0 for a sum or a contraction, the
+      // lowest float for a maximum or a softmax (the cross-entropy's
+      // classes), unless the op never reads it (an embedding's rows).
+      for (auto [d, f] : llvm::enumerate(fs)) {
+        if (f < 0 || rule.readsNoPadding(f) || !paddedDim(o.get(), d))
+          continue;
+        if (rule.factorKinds[f] == FactorKind::Reduction &&
+            !zeroPadded(o.get(), d))
+          o.set(fillPadding(o.get(), d, 0.0, op));
+        else if (rule.factorKinds[f] == FactorKind::ReducedByOp)
+          o.set(fillPadding(o.get(), d,
+                            double(std::numeric_limits<float>::lowest()), op));
+      }
     }
     SmallVector<Type> globalTypes(op->getResultTypes());
     for (auto [r, fs, dims] :
@@ -275,7 +456,7 @@ struct Partitioner {
         reduceOver(false),
         reduceOver(true),
         [&](Value from, Value to) {
-          held[to] = held.lookup(from);
+          hold(to, held.lookup(from), wholeShape(from));
           from.replaceAllUsesWith(to);
         }};
     // What the localization builds runs where the op runs: its pipeline
@@ -384,17 +565,21 @@ struct Partitioner {
       if (ArrayRef<Axes>(scatteredDims) != ArrayRef<Axes>(want))
         return reduce.emitOpError("cannot reduce-scatter into ")
                << axesAttr(want) << " from " << axesAttr(have);
-      auto type = cast<RankedTensorType>(in.getType());
-      SmallVector<int64_t> shape(type.getShape());
-      if (shape[dim] % mesh.getAxisSize(axis.getValue()) != 0)
-        return reduce.emitOpError("dimension ")
-               << dim << " of " << type << " does not divide over " << axis;
-      shape[dim] /= mesh.getAxisSize(axis.getValue());
+      SmallVector<int64_t> whole = wholeShape(in);
       OpBuilder b(reduce);
+      FailureOr<Value> padded =
+          padToDivide(b, in, dim, have[dim], mesh.getAxisSize(axis.getValue()),
+                      reduce.getLoc());
+      if (failed(padded))
+        return failure();
+      auto type = cast<RankedTensorType>(padded->getType());
+      SmallVector<int64_t> shape(type.getShape());
+      shape[dim] /= mesh.getAxisSize(axis.getValue());
       auto scatter = dist::ReduceScatterOp::create(
-          b, reduce.getLoc(), RankedTensorType::get(shape, type.getElementType()),
-          in, reduce.getAxes(), b.getI64IntegerAttr(dim));
-      held[scatter] = want;
+          b, reduce.getLoc(),
+          RankedTensorType::get(shape, type.getElementType()), *padded,
+          reduce.getAxes(), b.getI64IntegerAttr(dim));
+      hold(scatter, want, whole);
       ++scatters;
       local = scatter;
     } else {
@@ -486,9 +671,22 @@ struct Partitioner {
     });
     for (dist::AllReduceOp reduce : reduces) {
       SmallVector<dist::ShardOp> blocks;
+      // The padding before blocks of a dimension they do not divide: the
+      // same for every use (they take the same blocks).
+      SmallVector<PadOp> pads;
       int64_t dim = -1;
       bool fits = !reduce->use_empty();
       for (Operation *user : reduce->getUsers()) {
+        auto pad = dyn_cast<PadOp>(user);
+        if (pad && pad->hasOneUse()) {
+          if (!pads.empty() && (pads.front().getLow() != pad.getLow() ||
+                                pads.front().getHigh() != pad.getHigh())) {
+            fits = false;
+            break;
+          }
+          pads.push_back(pad);
+          user = *pad->getUsers().begin();
+        }
         auto shard = dyn_cast<dist::ShardOp>(user);
         if (!shard) {
           fits = false;
@@ -503,16 +701,22 @@ struct Partitioner {
         }
         blocks.push_back(shard);
       }
-      if (!fits || dim < 0)
+      if (!fits || dim < 0 || (!pads.empty() && pads.size() != blocks.size()))
         continue;
       OpBuilder b(reduce);
+      Value input = reduce.getInput();
+      if (!pads.empty())
+        input = PadOp::create(b, reduce.getLoc(), input, pads.front().getLow(),
+                              pads.front().getHigh());
       auto scatter = dist::ReduceScatterOp::create(
-          b, reduce.getLoc(), blocks.front().getType(), reduce.getInput(),
-          reduce.getAxes(), b.getI64IntegerAttr(dim));
+          b, reduce.getLoc(), blocks.front().getType(), input, reduce.getAxes(),
+          b.getI64IntegerAttr(dim));
       for (dist::ShardOp shard : blocks) {
         shard.getResult().replaceAllUsesWith(scatter.getResult());
         shard.erase();
       }
+      for (PadOp pad : pads)
+        pad.erase();
       reduce.erase();
       ++scatters;
     }

@@ -38,6 +38,9 @@ struct Propagation {
     /// Axes no dimension may take (a parameter that ZeRO below stage 3
     /// keeps whole over the data axis).
     Axes barred;
+    /// Dimensions that may split unevenly, in padded blocks: a vocabulary
+    /// over tp, a ZeRO shard over dp, and what shares their factor.
+    SmallVector<bool> padded;
   };
   DenseMap<Value, State> states;
 
@@ -51,6 +54,7 @@ struct Propagation {
     s.dims.resize(t.getRank());
     s.frozen.assign(t.getRank(), false);
     s.priority.assign(t.getRank(), -1);
+    s.padded.assign(t.getRank(), false);
   }
 
   /// The axes of each factor of `rule` as `op`'s tensors have them now;
@@ -77,7 +81,8 @@ struct Propagation {
   }
 
   /// Whether `axes` can shard dimension `d` of `v`: known, unused by its
-  /// other dimensions, and dividing it.
+  /// other dimensions, and dividing it (or in padded blocks where the
+  /// dimension may pad).
   bool fits(Value v, int64_t d, ArrayRef<StringAttr> axes) {
     State &s = states[v];
     for (StringAttr a : axes)
@@ -89,12 +94,16 @@ struct Propagation {
           if (llvm::is_contained(other, a))
             return false;
     int64_t size = cast<RankedTensorType>(v.getType()).getDimSize(d);
-    return size % mesh.getGroupSize(axes) == 0;
+    return size % mesh.getGroupSize(axes) == 0 || s.padded[d];
   }
 
-  /// Grows dimension `d` of `v` to `axes` when they extend what it has.
-  bool offer(Value v, int64_t d, ArrayRef<StringAttr> axes) {
+  /// Grows dimension `d` of `v` to `axes` when they extend what it has;
+  /// with `pad` the dimension may take them in padded blocks.
+  bool offer(Value v, int64_t d, ArrayRef<StringAttr> axes, bool pad = false) {
     State &s = states[v];
+    if (pad && !axes.empty() && !s.padded[d] && !s.frozen[d] &&
+        s.dims[d].empty())
+      s.padded[d] = true;
     if (s.frozen[d] || axes.size() <= s.dims[d].size() ||
         !isPrefix(s.dims[d], axes) || !fits(v, d, axes))
       return false;
@@ -117,6 +126,7 @@ struct Propagation {
       s.dims[d] = sharding.getDimAxes(d);
       s.frozen[d] = !sharding.getOpen()[d];
       s.priority[d] = sharding.getPriorities()[d];
+      s.padded[d] = sharding.isPadded(d);
     }
     return success();
   }
@@ -275,9 +285,10 @@ struct Propagation {
     // Megatron-LM's vocab-parallel embedding, first: the table's rows
     // split (a head tied to it then splits the logits by the vocabulary,
     // and is no layer's row-parallel partner).
+    // A vocabulary that does not divide is split in padded blocks.
     model.walk([&](EmbeddingOp op) {
       if (isWeight(op.getTable()))
-        pin(op.getTable(), 0, tp);
+        pin(op.getTable(), 0, tp, /*pad=*/true);
     });
     model.walk([&](ShardingRuleOpInterface op) {
       OpShardingRule rule = op.getShardingRule();
@@ -304,8 +315,8 @@ struct Propagation {
 
   /// Offers `axes` to dimension `d` of `v` and freezes it there, as a
   /// user's annotation would be: the preset's weight splits win conflicts.
-  bool pin(Value v, int64_t d, ArrayRef<StringAttr> axes) {
-    if (!offer(v, d, axes))
+  bool pin(Value v, int64_t d, ArrayRef<StringAttr> axes, bool pad = false) {
+    if (!offer(v, d, axes, pad))
       return false;
     states[v].frozen[d] = true;
     return true;
@@ -333,13 +344,28 @@ struct Propagation {
   bool propagateOp(ShardingRuleOpInterface op) {
     OpShardingRule rule = op.getShardingRule();
     SmallVector<Axes> axes = currentFactorAxes(op, rule, /*honourFrozen=*/true);
+    // A factor some tensor holds in padded blocks may pad in all of them.
+    SmallVector<bool> padded(rule.factorSizes.size(), false);
+    auto note = [&](Value v, ArrayRef<int64_t> fs) {
+      if (!tracked(v))
+        return;
+      const State &s = states[v];
+      for (auto [d, f] : llvm::enumerate(fs))
+        if (f >= 0 && s.padded[d] && !s.dims[d].empty() &&
+            ArrayRef<StringAttr>(s.dims[d]) == ArrayRef<StringAttr>(axes[f]))
+          padded[f] = true;
+    };
+    for (auto [v, fs] : llvm::zip(op->getOperands(), rule.operandFactors))
+      note(v, fs);
+    for (auto [v, fs] : llvm::zip(op->getResults(), rule.resultFactors))
+      note(v, fs);
     bool changed = false;
     auto push = [&](Value v, ArrayRef<int64_t> fs) {
       if (!tracked(v))
         return;
       for (auto [d, f] : llvm::enumerate(fs))
         if (f >= 0)
-          changed |= offer(v, int64_t(d), axes[f]);
+          changed |= offer(v, int64_t(d), axes[f], padded[f]);
     };
     for (auto [v, fs] : llvm::zip(op->getOperands(), rule.operandFactors))
       push(v, fs);
@@ -360,9 +386,10 @@ struct Propagation {
       State &outer = states[link.outer];
       for (int64_t d = 0, e = states[link.inner].dims.size(); d < e; ++d) {
         Axes from = outer.dims[d + shift];
-        changed |= offer(link.inner, d, from);
+        changed |= offer(link.inner, d, from, outer.padded[d + shift]);
         Axes back = states[link.inner].dims[d];
-        changed |= offer(link.outer, d + shift, back);
+        changed |=
+            offer(link.outer, d + shift, back, states[link.inner].padded[d]);
       }
     }
     return changed;
@@ -386,8 +413,8 @@ struct Propagation {
     };
     bool changed = false;
     for (int64_t d = 0, e = states[in].dims.size(); d < e; ++d) {
-      changed |= offer(out, d, kept(states[in].dims[d]));
-      changed |= offer(in, d, kept(states[out].dims[d]));
+      changed |= offer(out, d, kept(states[in].dims[d]), states[in].padded[d]);
+      changed |= offer(in, d, kept(states[out].dims[d]), states[out].padded[d]);
     }
     return changed;
   }
@@ -638,19 +665,29 @@ struct Propagation {
 
   /// The dimension ZeRO splits parameter `p` on: the first of each layer's
   /// slice (a stacked parameter's leading layer dimension is kept) that no
-  /// axis splits and that divides over the data axis.
-  std::optional<int64_t> zeroDim(Value p, StringAttr data) {
+  /// axis splits and that divides over the data axis; where none divides,
+  /// the largest that no axis splits, in padded blocks (`padded` is set).
+  std::optional<int64_t> zeroDim(Value p, StringAttr data, bool &padded) {
     State &s = states[p];
+    padded = false;
     if (llvm::any_of(s.dims, [&](const Axes &dim) {
           return llvm::is_contained(dim, data);
         }))
       return std::nullopt;
     auto type = cast<RankedTensorType>(p.getType());
     int64_t n = mesh.getGroupSize(ArrayRef<StringAttr>{data});
-    for (int64_t d = reachesAsStacked(p) ? 1 : 0; d < type.getRank(); ++d)
-      if (s.dims[d].empty() && type.getDimSize(d) % n == 0)
+    std::optional<int64_t> largest;
+    for (int64_t d = reachesAsStacked(p) ? 1 : 0; d < type.getRank(); ++d) {
+      if (!s.dims[d].empty() || s.frozen[d])
+        continue;
+      if (type.getDimSize(d) % n == 0)
         return d;
-    return std::nullopt;
+      if (type.getDimSize(d) > 1 &&
+          (!largest || type.getDimSize(d) > type.getDimSize(*largest)))
+        largest = d;
+    }
+    padded = largest.has_value();
+    return largest;
   }
 
   /// Splits what the ZeRO stage names over the data axis: each update's
@@ -671,7 +708,8 @@ struct Propagation {
       auto param = p.getDefiningOp<ParamOp>();
       if (!param || !tracked(p))
         return;
-      std::optional<int64_t> z = zeroDim(p, data);
+      bool pad = false;
+      std::optional<int64_t> z = zeroDim(p, data, pad);
       if (!z) {
         if (!llvm::any_of(states[p].dims, [&](const Axes &dim) {
               return llvm::is_contained(dim, data);
@@ -680,18 +718,18 @@ struct Propagation {
           param.emitWarning("ZeRO keeps parameter '")
               << param.getName() << "' whole: no dimension of "
               << (reachesAsStacked(p) ? "its layer slice " : "it ")
-              << "divides over " << data.getValue() << "="
+              << "can split over " << data.getValue() << "="
               << mesh.getGroupSize(ArrayRef<StringAttr>{data});
         }
         return;
       }
       Axes dp{data};
       if (zeroStage >= 3)
-        offer(p, *z, dp);
+        offer(p, *z, dp, pad);
       else
         states[p].barred.push_back(data);
       for (Value r : op->getResults())
-        pin(r, *z, dp);
+        pin(r, *z, dp, pad);
     });
   }
 
@@ -776,9 +814,16 @@ struct Propagation {
     return success();
   }
 
+  /// `v`'s sharding, its uneven splits marked `padded`.
   dist::ShardingAttr shardingOf(Value v) {
-    return dist::ShardingAttr::get(model.getContext(), states[v].dims,
-                                   unreduced.lookup(v));
+    const State &s = states[v];
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<bool> padded;
+    for (auto [d, axes] : llvm::enumerate(s.dims))
+      padded.push_back(s.padded[d] &&
+                       type.getDimSize(d) % mesh.getGroupSize(axes) != 0);
+    return dist::ShardingAttr::get(model.getContext(), s.dims,
+                                   unreduced.lookup(v), padded);
   }
 
   /// Writes the shardings into the IR and makes every reduction that a
@@ -826,9 +871,10 @@ struct Propagation {
                                               b.getStrArrayAttr(names), false);
       sharding::markRecomputed(v, reduce);
       v.replaceAllUsesExcept(reduce, reduce);
+      dist::ShardingAttr whole = shardingOf(v);
       dist::attrs(ctx).getShardingAttrHelper().setAttr(
           reduce, b.getArrayAttr({dist::ShardingAttr::get(
-                      ctx, states[v].dims, Axes{})}));
+                      ctx, states[v].dims, Axes{}, whole.getPadded())}));
       ++reductions;
     }
   }

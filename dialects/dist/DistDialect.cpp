@@ -230,10 +230,26 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
         groups.size() != shape.size())
       return fail() << "must have one entry per dimension of "
                     << op->getResult(0).getType();
-    for (auto [whole, local] : llvm::zip(shape.asArrayRef(), tensor.getShape()))
-      if (whole < 1 || local < 1 || whole % local != 0)
-        return fail() << "gives a whole shape that the block "
-                      << op->getResult(0).getType() << " does not divide";
+    // Each block is ceil(whole / ranks) of its group (the last ones
+    // padded where the ranks do not divide the whole).
+    MeshAttr mesh = MeshAttr::lookup(op);
+    for (auto [whole, local, mask] : llvm::zip(
+             shape.asArrayRef(), tensor.getShape(), groups.asArrayRef())) {
+      int64_t ranks = 0;
+      if (mesh && mask >= 0) {
+        ranks = 1;
+        for (auto [a, n] : llvm::enumerate(mesh.getSizes()))
+          if (mask & (int64_t(1) << a))
+            ranks *= n;
+      }
+      bool fits = whole >= 1 && local >= 1 &&
+                  (ranks ? llvm::divideCeil(whole, ranks) == local
+                         : whole % local == 0);
+      if (!fits)
+        return fail() << "gives a whole shape that blocks of "
+                      << op->getResult(0).getType()
+                      << " do not make over their groups";
+    }
     if (failed(nonNegative(groups.asArrayRef(), "group")))
       return failure();
     return success();
@@ -620,22 +636,30 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
   SmallVector<bool> open;
   SmallVector<int64_t> priorities;
   SmallVector<StringAttr> unreduced;
+  SmallVector<bool> padded;
   auto parseDim = [&]() -> ParseResult {
     SmallVector<Attribute> axes;
     bool isOpen = false;
     if (parseAxisList(parser, axes, &isOpen))
       return failure();
     int64_t priority = -1;
+    bool isPadded = false;
     StringRef keyword;
     llvm::SMLoc at = parser.getCurrentLocation();
-    if (succeeded(parser.parseOptionalKeyword(&keyword))) {
-      if (!keyword.consume_front("p") || keyword.getAsInteger(10, priority))
-        return parser.emitError(at, "expected a priority 'p<N>' after a "
-                                    "dimension's axes");
+    while (succeeded(parser.parseOptionalKeyword(&keyword))) {
+      if (keyword == "padded" && !isPadded) {
+        isPadded = true;
+      } else if (!keyword.consume_front("p") ||
+                 keyword.getAsInteger(10, priority)) {
+        return parser.emitError(at, "expected a priority 'p<N>' or "
+                                    "'padded' after a dimension's axes");
+      }
+      at = parser.getCurrentLocation();
     }
     dims.push_back(ArrayAttr::get(ctx, axes));
     open.push_back(isOpen);
     priorities.push_back(priority);
+    padded.push_back(isPadded);
     return success();
   };
   if (parser.parseLess() ||
@@ -651,9 +675,11 @@ Attribute ShardingAttr::parse(AsmParser &parser, Type) {
   }
   if (parser.parseGreater())
     return {};
+  if (llvm::none_of(padded, [](bool p) { return p; }))
+    padded.clear();
   return ShardingAttr::getChecked(
       [&] { return parser.emitError(parser.getNameLoc()); }, ctx, dims, open,
-      priorities, unreduced);
+      priorities, unreduced, padded);
 }
 
 void ShardingAttr::print(AsmPrinter &printer) const {
@@ -668,6 +694,8 @@ void ShardingAttr::print(AsmPrinter &printer) const {
     printer << "}";
     if (getPriorities()[d] >= 0)
       printer << "p" << getPriorities()[d];
+    if (isPadded(d))
+      printer << " padded";
   }
   printer << "]";
   if (!getUnreduced().empty()) {
@@ -683,9 +711,13 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    ArrayRef<ArrayAttr> dims,
                                    ArrayRef<bool> open,
                                    ArrayRef<int64_t> priorities,
-                                   ArrayRef<StringAttr> unreduced) {
+                                   ArrayRef<StringAttr> unreduced,
+                                   ArrayRef<bool> padded) {
   if (open.size() != dims.size() || priorities.size() != dims.size())
     return emitError() << "a sharding needs one open flag and one priority "
+                          "per dimension";
+  if (!padded.empty() && padded.size() != dims.size())
+    return emitError() << "a sharding's padded flags, where given, are one "
                           "per dimension";
   SmallVector<StringRef> seen;
   auto use = [&](StringRef axis) -> LogicalResult {
@@ -711,14 +743,18 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 ShardingAttr ShardingAttr::get(MLIRContext *ctx,
                                ArrayRef<SmallVector<StringAttr>> dims,
-                               ArrayRef<StringAttr> unreduced) {
+                               ArrayRef<StringAttr> unreduced,
+                               ArrayRef<bool> padded) {
   SmallVector<ArrayAttr> arrays;
   for (const SmallVector<StringAttr> &axes : dims)
     arrays.push_back(
         ArrayAttr::get(ctx, SmallVector<Attribute>(axes.begin(), axes.end())));
   SmallVector<bool> open(dims.size(), false);
   SmallVector<int64_t> priorities(dims.size(), -1);
-  return get(ctx, arrays, open, priorities, unreduced);
+  SmallVector<bool> marks(padded);
+  if (llvm::none_of(marks, [](bool p) { return p; }))
+    marks.clear();
+  return get(ctx, arrays, open, priorities, unreduced, marks);
 }
 
 SmallVector<StringAttr> ShardingAttr::getDimAxes(int64_t d) const {
@@ -747,12 +783,12 @@ ShardingAttr::verifyFor(RankedTensorType type, MeshAttr mesh,
       if (failed(known(a)))
         return failure();
     int64_t n = mesh.getGroupSize(axes);
-    if (type.getDimSize(d) % n != 0)
+    if (type.getDimSize(d) % n != 0 && !isPadded(d))
       return emitError() << "dimension " << d << " of " << type << " (size "
                          << type.getDimSize(d) << ") does not divide into " << n
                          << " shards over " << getDims()[d]
                          << "; make it a multiple of " << n
-                         << " or shard another dimension";
+                         << ", shard another dimension or mark it 'padded'";
   }
   return success();
 }
@@ -1259,6 +1295,27 @@ LogicalResult ShardOp::verify() {
     return emitOpError("result must be ")
            << RankedTensorType::get(want, in.getElementType()) << ", got "
            << out;
+  return success();
+}
+
+LogicalResult FillPaddingOp::verify() {
+  MeshAttr mesh;
+  if (failed(lookupMesh(*this, mesh)))
+    return failure();
+  SmallVector<StringRef> seen;
+  if (failed(verifyAxisNames(*this, getAxes(), mesh, seen)))
+    return failure();
+  RankedTensorType type = getInput().getType();
+  if (getDim() < 0 || getDim() >= type.getRank())
+    return emitOpError("dimension ") << getDim() << " is outside " << type;
+  int64_t block = type.getDimSize(getDim());
+  int64_t n = groupSize(mesh, getAxes());
+  // The blocks of ceil(size / n) elements: the last one holds padding.
+  if (getSize() < 1 || (getSize() + n - 1) / n != block)
+    return emitOpError("a dimension of ")
+           << getSize() << " split over " << getAxes() << " (" << n
+           << " ranks) has blocks of " << (getSize() + n - 1) / n << ", not "
+           << block;
   return success();
 }
 

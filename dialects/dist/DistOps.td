@@ -221,32 +221,44 @@ def Dist_ShardingAttr : AttrDef<Dist_Dialect, "Sharding"> {
     blocks of 2, the block of coordinates (d, t) at 2·d + t). A dimension is
     closed (propagation leaves it as written) unless it ends in `?`; a
     priority `pN` orders annotations (0 strongest) when two conflict.
+    A dimension marked `padded` may split unevenly: each rank holds a block
+    of ceil(size / ranks), and the last blocks end in padding (the whole
+    tensor is the blocks' concatenation cut to the size). Loom pads where
+    nothing divides (a vocabulary over tp, a ZeRO shard over dp); without
+    the mark a split must divide.
     `unreduced` lists the axes over which the value is a partial sum: the
     tensor is the sum of the ranks' values over those axes.
 
     ```mlir
     #dist.sharding<[{"dp"}, {}, {?} ]>
     #dist.sharding<[{}, {"tp"}p0 ], unreduced = {"dp"}>
+    #dist.sharding<[{"tp"} padded, {} ]>
     ```
   }];
   let parameters = (ins
     ArrayRefParameter<"::mlir::ArrayAttr">:$dims,
     ArrayRefParameter<"bool">:$open,
     ArrayRefParameter<"int64_t">:$priorities,
-    ArrayRefParameter<"::mlir::StringAttr">:$unreduced);
+    ArrayRefParameter<"::mlir::StringAttr">:$unreduced,
+    OptionalArrayRefParameter<"bool">:$padded);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let builders = [
     AttrBuilder<(ins
       "::llvm::ArrayRef<::llvm::SmallVector<::mlir::StringAttr>>":$dims,
-      "::llvm::ArrayRef<::mlir::StringAttr>":$unreduced)>
+      "::llvm::ArrayRef<::mlir::StringAttr>":$unreduced,
+      CArg<"::llvm::ArrayRef<bool>", "{}">:$padded)>
   ];
   let extraClassDeclaration = [{
     int64_t getRank() const { return getDims().size(); }
+    /// Whether dimension `d` may split unevenly (`padded`).
+    bool isPadded(int64_t d) const {
+      return d < int64_t(getPadded().size()) && getPadded()[d];
+    }
     /// The axes of dimension `d`.
     ::llvm::SmallVector<::mlir::StringAttr> getDimAxes(int64_t d) const;
     /// Checks the sharding against a tensor type and a mesh: known axes,
-    /// each used once, dimensions that divide evenly.
+    /// each used once, dimensions that divide evenly unless padded.
     ::llvm::LogicalResult verifyFor(
         ::mlir::RankedTensorType type, MeshAttr mesh,
         ::llvm::function_ref<::mlir::InFlightDiagnostic()> emitError) const;
@@ -578,6 +590,39 @@ def Dist_ShardOp : Dist_Op<"shard", [Pure]> {
   }];
 }
 
+
+def Dist_FillPaddingOp : Dist_Op<"fill_padding", [Pure,
+    SameOperandsAndResultType]> {
+  let summary = "Set the padding of this rank's block of an unevenly split dimension";
+  let description = [{
+    The operand is this rank's block of a tensor whose dimension `dim`, of
+    `size` elements, is split over `axes` in blocks of the operand's extent
+    (a `padded` split: the last blocks end past `size`). The result is the
+    block with every element past `size` set to `value`: the identity of
+    the reduction that reads the block next (0 before a sum or a
+    contraction, -inf before a maximum or a softmax), so the padding
+    changes nothing. `dist-partition` places it before each op that
+    reduces over a padded dimension.
+
+    ```mlir
+    %m = dist.fill_padding %logits over ["tp"] dim 1 size 255 value 0xFFF0000000000000 : tensor<8x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, StrArrayAttr:$axes,
+                       I64Attr:$dim, I64Attr:$size, F64Attr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $axes `dim` $dim `size` $size `value` $value attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The group as the runtime's bit mask over the mesh's axes.
+    uint32_t getGroupMask(MeshAttr mesh) {
+      return mesh.getGroupMask(::llvm::to_vector(
+          getAxes().getAsRange<::mlir::StringAttr>()));
+    }
+  }];
+}
 
 def Dist_ActionKind : I32EnumAttr<"ActionKind",
     "what a pipeline action runs of its stage's micro-batch", [

@@ -14,6 +14,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include <cstdint>
 #include <functional>
@@ -66,6 +67,14 @@ struct OpShardingRule {
   /// a factor of each operand, and the partial results still add up.
   /// Otherwise an axis shards at most one factor of the op.
   bool sumOverOperands = false;
+  /// Factors whose padding (the end of a dimension split unevenly) the op
+  /// never reads, so it needs no fill first: an embedding looks up only
+  /// the rows its ids name.
+  llvm::SmallVector<int64_t> paddingUnread;
+
+  bool readsNoPadding(int64_t factor) const {
+    return llvm::is_contained(paddingUnread, factor);
+  }
 };
 
 /// What `dist-partition` tells an op whose local computation must change

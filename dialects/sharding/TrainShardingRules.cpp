@@ -332,6 +332,7 @@ OpShardingRule ruleOf(EmbeddingOp op) {
   b.result(0) = lead;
   b.result(0).push_back(dim);
   b.linearIn({0});
+  b.rule.paddingUnread.push_back(vocab);
   return b.rule;
 }
 
@@ -562,9 +563,11 @@ vocabParallelStats(OpT op, OpBuilder &b, const LocalizeContext &ctx,
                                     ArrayRef<int64_t>{last});
   SoftmaxStats stats;
   stats.max = ctx.allReduceMax(b, loc, localMax, axes);
+  int64_t classes = ctx.rule.factorSizes[ctx.rule.operandFactors[0].back()];
+  int64_t padded = classes % ctx.groupSize(axes) != 0 ? classes : int64_t(0);
   auto local = CrossEntropyStatsOp::create(
       b, loc, stats.max.getType(), stats.max.getType(), op.getLogits(),
-      op.getLabels(), stats.max, op.getIgnoreIndex(), group);
+      op.getLabels(), stats.max, op.getIgnoreIndex(), group, padded);
   stats.sum = ctx.allReduce(b, loc, local.getSum(), axes);
   if (withTarget)
     stats.target = ctx.allReduce(b, loc, local.getTarget(), axes);
@@ -657,18 +660,26 @@ LogicalResult localize(CrossEntropyGradOp op, OpBuilder &b,
   return success();
 }
 
-/// A mean over a sharded dimension is the local mean divided by the
-/// number of blocks (the blocks are equal).
+/// A mean over a sharded dimension is the local mean times the block's
+/// share of the whole dimension (1 / the number of blocks where they
+/// divide it; a padded block's padding is filled with zeros before).
 LogicalResult localize(ReduceOp op, OpBuilder &b, const LocalizeContext &ctx) {
   if (op.getKind() != ReduceKind::mean)
     return success();
-  int64_t blocks = 1;
-  for (int64_t d : op.getDims())
-    blocks *= ctx.groupSize(ctx.factorAxes[ctx.rule.operandFactors[0][d]]);
-  if (blocks == 1)
+  double share = 1.0;
+  bool split = false;
+  RankedTensorType local = tensorType(op.getInput());
+  for (int64_t d : op.getDims()) {
+    int64_t f = ctx.rule.operandFactors[0][d];
+    if (ctx.groupSize(ctx.factorAxes[f]) == 1)
+      continue;
+    split = true;
+    share *= double(local.getDimSize(d)) / double(ctx.rule.factorSizes[f]);
+  }
+  if (!split)
     return success();
-  auto scaled = ScaleOp::create(b, op.getLoc(), op.getResult(),
-                                b.getF64FloatAttr(1.0 / double(blocks)));
+  auto scaled =
+      ScaleOp::create(b, op.getLoc(), op.getResult(), b.getF64FloatAttr(share));
   op.getResult().replaceAllUsesExcept(scaled, scaled);
   return success();
 }
@@ -763,7 +774,11 @@ LogicalResult localizeVocab(OpT op, const LocalizeContext &ctx, int64_t vocab) {
 }
 LogicalResult localize(EmbeddingOp op, OpBuilder &,
                        const LocalizeContext &ctx) {
-  return localizeVocab(op, ctx, ctx.rule.operandFactors[0][0]);
+  int64_t vocab = ctx.rule.operandFactors[0][0];
+  int64_t size = ctx.rule.factorSizes[vocab];
+  if (size % ctx.groupSize(ctx.factorAxes[vocab]) != 0)
+    op.setVocabSize(size);
+  return localizeVocab(op, ctx, vocab);
 }
 LogicalResult localize(EmbeddingGradOp op, OpBuilder &,
                        const LocalizeContext &ctx) {

@@ -559,10 +559,13 @@ def Train_EmbeddingOp : Train_ComputeOp<"embedding", [
     table is this rank's block of a table of V x (the group's size) rows,
     the block the rank's place in that runtime group selects; an id outside
     the block gives a row of zeros, so the group's results sum to the
-    lookup.
+    lookup. Where the group's size does not divide the vocabulary, the
+    blocks are padded and `vocab_size` gives the vocabulary (the ids' bound;
+    no id names a padding row).
   }];
   let arguments = (ins Train_FloatTensor:$table, Train_IndexTensor:$ids,
-                       DefaultValuedAttr<I64Attr, "0">:$vocab_group);
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_group,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_size);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$table `,` $ids attr-dict `:` type($table) `,` type($ids)";
 }
@@ -635,12 +638,15 @@ def Train_CrossEntropyStatsOp : Train_Op<"cross_entropy_stats", [Pure,
     `vocab_group` the logits are this rank's block of C x (the group's size)
     classes, the block its rank in that runtime group selects: summed over
     the group, `sum` and `target` are the whole softmax's normalizer and
-    the label's logit.
+    the label's logit. Where the classes are split in padded blocks,
+    `vocab_size` gives their number (the labels' bound) and the padding's
+    logits are the lowest float (`dist.fill_padding`), adding nothing.
   }];
   let arguments = (ins Train_FloatTensor:$logits, Train_IndexTensor:$labels,
                        Train_FloatTensor:$max,
                        DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
-                       DefaultValuedAttr<I64Attr, "0">:$vocab_group);
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_group,
+                       DefaultValuedAttr<I64Attr, "0">:$vocab_size);
   let results = (outs Train_FloatTensor:$sum, Train_FloatTensor:$target);
   let assemblyFormat = [{
     $logits `,` $labels `,` $max attr-dict `:` type($logits) `,` type($labels) `->` type($max)

@@ -275,11 +275,13 @@ ShardIndex blockOf(loomrt_ctx *ctx, const loomrt_tensor_desc &d, int rank) {
     for (int64_t dim = 0; dim < local.rank; ++dim) {
       index.local[dim] = local[dim];
       index.offset[dim] = 0;
+      index.limit[dim] = local[dim];
     }
   }
   int64_t stride = 1;
   for (int64_t dim = local.rank - 1; dim >= 0; --dim) {
     index.offset[dim] += offsets[dim];
+    index.limit[dim] += offsets[dim];
     index.stride[dim] = stride;
     stride *= whole[dim];
   }
@@ -348,10 +350,12 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
     // This rank's block of the whole tensor.
     int64_t size = elementBytes(d.dtype);
     ShardIndex index = blockOf(ctx, d, ctx->rank);
-    std::vector<char> block(size_t(local.numel() * size));
+    // Padding (the end of a block of an unevenly split dimension) is zero.
+    std::vector<char> block(size_t(local.numel() * size), 0);
     for (int64_t i = 0; i < local.numel(); ++i)
-      std::memcpy(block.data() + i * size,
-                  data + begin + index.global(i) * size, size_t(size));
+      if (!index.padding(i))
+        std::memcpy(block.data() + i * size,
+                    data + begin + index.global(i) * size, size_t(size));
     backend::upload(ctx, ctx->tensors[t], block.data(),
                     int64_t(block.size()));
   }
@@ -369,7 +373,8 @@ void placeTensor(loomrt_ctx *ctx, int64_t t, float *whole) {
     backend::download(ctx, own.data(), ctx->tensors[t], n * 4);
     ShardIndex index = blockOf(ctx, d, ctx->rank);
     for (int64_t i = 0; i < n; ++i)
-      whole[index.global(i)] = own[size_t(i)];
+      if (!index.padding(i))
+        whole[index.global(i)] = own[size_t(i)];
     return;
   }
   uint32_t everyone = (1u << ctx->meshSizes.size()) - 1;
@@ -394,7 +399,8 @@ void placeTensor(loomrt_ctx *ctx, int64_t t, float *whole) {
       continue;
     ShardIndex index = blockOf(ctx, d, rank);
     for (int64_t i = 0; i < n; ++i)
-      whole[index.global(i)] = blocks[size_t(rank * n + i)];
+      if (!index.padding(i))
+        whole[index.global(i)] = blocks[size_t(rank * n + i)];
   }
 }
 
@@ -486,6 +492,10 @@ void initialize(loomrt_ctx *ctx, const loomrt_tensor_desc &d, char *buf) {
       uint64_t k =
           key ^ hash64(uint64_t(index.global(i)) * 0x9e3779b97f4a7c15ULL + 1);
       float &x = host[size_t(i - begin)];
+      if (index.padding(i)) {
+        x = 0.0f;
+        continue;
+      }
       switch (d.init) {
       case LOOMRT_INIT_NORMAL:
         x = float(d.init_value * normal(k));

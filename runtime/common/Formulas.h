@@ -46,13 +46,25 @@ LOOMRT_HD inline uint64_t dropoutKey(int64_t opSeed, uint64_t runSeed,
 /// Maps an element of a rank's block of a sharded tensor to its index in the
 /// whole tensor, so that a value keyed by element (dropout's mask) is the
 /// same whatever the sharding. Rank 0 or a tensor that is not sharded maps
-/// every index to itself.
+/// every index to itself. A block of a dimension split unevenly ends in
+/// padding: the elements at or past `limit` belong to no whole element.
 struct ShardIndex {
   static constexpr int kMaxRank = 8;
   int32_t rank = 0;
   int64_t local[kMaxRank];   /* the block's dimensions */
   int64_t offset[kMaxRank];  /* where the block starts in the whole tensor */
   int64_t stride[kMaxRank];  /* the whole tensor's row-major strides */
+  int64_t limit[kMaxRank];   /* where the block's real elements end */
+
+  /// Whether element `i` of the block is padding.
+  LOOMRT_HD bool padding(int64_t i) const {
+    for (int32_t d = rank - 1; d >= 0; --d) {
+      if (i % local[d] + offset[d] >= limit[d])
+        return true;
+      i /= local[d];
+    }
+    return false;
+  }
 
   LOOMRT_HD int64_t global(int64_t i) const {
     if (rank == 0)

@@ -95,6 +95,7 @@ inline ShardIndex shardIndex(loomrt_ctx *ctx, int64_t localShape,
     int64_t coordinate =
         groups[d] ? loomrt_group_rank(ctx, uint32_t(groups[d])) : 0;
     index.offset[d] = coordinate * local[d];
+    index.limit[d] = global[d];
   }
   return index;
 }

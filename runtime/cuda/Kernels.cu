@@ -1131,7 +1131,8 @@ std::pair<int64_t, int64_t> vocabBlock(loomrt_ctx *ctx, int64_t rows,
 
 void loomrt_embedding(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *table,
                       loomrt_buf *ids, int64_t, int64_t st, int64_t sids,
-                      int64_t vocab_group) {
+                      int64_t vocab_group,
+                      int64_t /*vocab_size: the ids' bound*/) {
   Shape t = shapeOf(ctx, st);
   int64_t dim = t[1], n = shapeOf(ctx, sids).numel();
   auto [first, vocab] = vocabBlock(ctx, t[0], vocab_group);
@@ -1196,7 +1197,8 @@ void loomrt_cross_entropy_stats(loomrt_ctx *ctx, loomrt_buf *sum,
                                 loomrt_buf *target, loomrt_buf *logits,
                                 loomrt_buf *labels, loomrt_buf *max, int64_t,
                                 int64_t, int64_t sl, int64_t, int64_t,
-                                int64_t ignore, int64_t vocab_group) {
+                                int64_t ignore, int64_t vocab_group,
+                                int64_t /*vocab_size: the labels' bound*/) {
   auto [rows, classes] = rowsOf(shapeOf(ctx, sl));
   auto [first, vocab] = vocabBlock(ctx, classes, vocab_group);
   LAUNCH(crossEntropyStatsKernel, rows, kRowThreads, F(sum), F(target),
@@ -1286,6 +1288,22 @@ void loomrt_shard(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
   int64_t n = o.numel();
   LAUNCH(gatherKernel, blocksFor(n), kThreads, F(out), F(in) + base, n,
          makeIndex(o, strides));
+}
+
+__global__ void fillPaddingKernel(float *y, const float *x, int64_t n,
+                                  int64_t block, int64_t inner, int64_t valid,
+                                  float value) {
+  GRID_LOOP(i, n) { y[i] = (i / inner) % block < valid ? x[i] : value; }
+}
+
+void loomrt_fill_padding(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
+                         int64_t rows, int64_t block, int64_t inner,
+                         uint32_t group, int64_t size, double value) {
+  int64_t start = int64_t(loomrt_group_rank(ctx, group)) * block;
+  int64_t valid = std::max<int64_t>(0, std::min(block, size - start));
+  int64_t n = rows * block * inner;
+  LAUNCH(fillPaddingKernel, blocksFor(n), kThreads, F(out), F(in), n, block,
+         inner, valid, float(value));
 }
 
 void loomrt_pad(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in, int64_t so,

@@ -642,7 +642,8 @@ VocabBlock vocabBlock(loomrt_ctx *c, int64_t rows, int64_t group) {
 
 void loomrt_embedding(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *table,
                       loomrt_buf *ids, int64_t, int64_t st, int64_t sids,
-                      int64_t vocab_group) {
+                      int64_t vocab_group,
+                      int64_t /*vocab_size: the ids' bound*/) {
   Shape t = shapeOf(c, st);
   int64_t dim = t[1], n = shapeOf(c, sids).numel();
   VocabBlock block = vocabBlock(c, t[0], vocab_group);
@@ -770,7 +771,8 @@ void loomrt_cross_entropy_stats(loomrt_ctx *c, loomrt_buf *sum,
                                 loomrt_buf *target, loomrt_buf *logits,
                                 loomrt_buf *labels, loomrt_buf *max, int64_t,
                                 int64_t, int64_t sl, int64_t, int64_t,
-                                int64_t ignore, int64_t vocab_group) {
+                                int64_t ignore, int64_t vocab_group,
+                                int64_t /*vocab_size: the labels' bound*/) {
   auto [rows, classes] = rowsOf(shapeOf(c, sl));
   VocabBlock block = vocabBlock(c, classes, vocab_group);
   const float *x = F(logits), *m = F(max);
@@ -886,6 +888,19 @@ void loomrt_shard(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,
   for (int64_t d = 0; d < s.rank; ++d)
     base += shardIndex(c, so, si, groups).offset[d] * strides[d];
   copyStrided(o, strides, F(in) + base, F(out));
+}
+
+void loomrt_fill_padding(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
+                         int64_t rows, int64_t block, int64_t inner,
+                         uint32_t group, int64_t size, double value) {
+  int64_t start = int64_t(loomrt_group_rank(c, group)) * block;
+  int64_t valid = std::max<int64_t>(0, std::min(block, size - start));
+  if (out != in)
+    std::memcpy(out, in, size_t(rows * block * inner) * sizeof(float));
+  float *y = F(out);
+  for (int64_t r = 0; r < rows; ++r)
+    std::fill(y + (r * block + valid) * inner, y + (r + 1) * block * inner,
+              float(value));
 }
 
 void loomrt_pad(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,

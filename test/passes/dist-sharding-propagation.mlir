@@ -130,7 +130,7 @@ train.model @uneven_preset attributes {dist.mesh = #dist.mesh<["dp" = 4]>} {
 
 train.model @uneven_annotation attributes {dist.mesh = #dist.mesh<["dp" = 4]>} {
   %w = train.param "w" init(#train.init<zeros>) : tensor<6x4xf32>
-  // expected-error @below {{dimension 0 of 'tensor<6x4xf32>' (size 6) does not divide into 4 shards over ["dp"]; make it a multiple of 4 or shard another dimension}}
+  // expected-error @below {{dimension 0 of 'tensor<6x4xf32>' (size 6) does not divide into 4 shards over ["dp"]; make it a multiple of 4, shard another dimension or mark it 'padded'}}
   %x = train.input "x" {dist.sharding = [#dist.sharding<[{"dp"}, {} ]>]} : tensor<6x4xf32>
   %d = train.mul %x, %w : tensor<6x4xf32>, tensor<6x4xf32>
   %l = train.reduce sum %d dims [0, 1] : tensor<6x4xf32>

@@ -6,6 +6,7 @@ import os
 import re
 import struct
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -113,6 +114,24 @@ class Checks:
     def finish(self):
         print(f"{self.failed} failed")
         raise SystemExit(1 if self.failed else 0)
+
+
+def build_rank_program(loomc, work, name, model, loomc_args):
+    """Compiles `model` with loomc into work/name; returns the executable,
+    the rank program's text (the dumped phase) and the --report-json
+    report. Exits with loomc's errors when it fails."""
+    exe = os.path.join(work, name)
+    phases = os.path.join(work, name + "-phases")
+    report = os.path.join(work, name + ".json")
+    r = subprocess.run([loomc, model, "-o", exe, "--dump-phases", phases,
+                        "--report-json", report, *loomc_args],
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"loomc {' '.join(loomc_args)} failed:\n{r.stderr}")
+    with open(os.path.join(phases, "2-rank-program.mlir")) as f:
+        program = f.read()
+    with open(report) as f:
+        return exe, program, json.load(f)
 
 
 def compare_training(check, label, steps, got, ref):

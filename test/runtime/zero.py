@@ -38,7 +38,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loomtest import (Checks, MPIRUN, RUN_ENV, compare_training, definitions,  # noqa: E402
+from loomtest import (Checks, MPIRUN, RUN_ENV, build_rank_program, compare_training, definitions,  # noqa: E402
                       half, read_safetensors, ring_allreduce)
 
 STEPS = 6
@@ -62,18 +62,7 @@ def generate(name, *extra):
 
 
 def build(name, model, loomc_args):
-    exe = os.path.join(work, name)
-    phases = os.path.join(work, name + "-phases")
-    report = os.path.join(work, name + ".json")
-    r = subprocess.run([args.loomc, model, "-o", exe, "--dump-phases", phases,
-                        "--report-json", report, *loomc_args],
-                       capture_output=True, text=True)
-    if r.returncode:
-        sys.exit(f"loomc {' '.join(loomc_args)} failed:\n{r.stderr}")
-    with open(os.path.join(phases, "2-rank-program.mlir")) as f:
-        program = f.read()
-    with open(report) as f:
-        return exe, program, json.load(f)
+    return build_rank_program(args.loomc, work, name, model, loomc_args)
 
 
 def run(name, exe, ranks, pmpi=False):

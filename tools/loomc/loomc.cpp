@@ -364,7 +364,9 @@ static LogicalResult checkMicroBatches(ModuleOp module) {
 /// of that axis on the whole of the same work: refused, naming the axis.
 /// Whatever splits a value over an axis communicates over it (a gradient's
 /// reduction over dp, a layer's all-reduce over tp), so an axis no
-/// collective names split nothing.
+/// collective names split nothing. The tensor axis must also split some
+/// parameter evenly: padded blocks of the vocabulary alone would leave
+/// every rank the whole of the layers.
 static LogicalResult checkEveryAxisSplits(ModuleOp module,
                                           loom::dist::MeshAttr mesh) {
   using loom::dist::AxisRole;
@@ -380,10 +382,31 @@ static LogicalResult checkEveryAxisSplits(ModuleOp module,
       if (auto axis = op->getAttrOfType<StringAttr>("axis"))
         used.insert(axis.getValue());
     });
-    for (auto [axis, size, role] :
-         llvm::zip(mesh.getNames(), mesh.getSizes(), mesh.getRoles())) {
-      if (size == 1 || role == AxisRole::Pipeline ||
-          used.contains(axis.getValue()))
+    // The mesh axes (bit masks) that split some parameter's dimension
+    // evenly.
+    int64_t evenly = 0;
+    loom::dist::DistDialect &dist = loom::dist::attrs(module.getContext());
+    for (auto param : model.getBody().front().getOps<loom::train::ParamOp>()) {
+      auto global = dist.getGlobalShapeAttrHelper().getAttr(param);
+      auto groups = dist.getShardGroupsAttrHelper().getAttr(param);
+      if (!global || !groups)
+        continue;
+      for (auto [whole, block, mask] :
+           llvm::zip(global.asArrayRef(), param.getType().getShape(),
+                     groups.asArrayRef())) {
+        int64_t ranks = 1;
+        for (auto [a, n] : llvm::enumerate(mesh.getSizes()))
+          if (mask & (int64_t(1) << a))
+            ranks *= n;
+        if (block * ranks == whole)
+          evenly |= mask;
+      }
+    }
+    for (auto [index, axis, size, role] :
+         llvm::enumerate(mesh.getNames(), mesh.getSizes(), mesh.getRoles())) {
+      bool splits = used.contains(axis.getValue()) &&
+                    (role != AxisRole::Tensor || (evenly >> index) & 1);
+      if (size == 1 || role == AxisRole::Pipeline || splits)
         continue;
       InFlightDiagnostic diag = model.emitOpError("cannot be split over '")
                                 << axis.getValue() << "' (--mesh "

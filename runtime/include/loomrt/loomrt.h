@@ -376,7 +376,7 @@ void loomrt_causal_mask(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, 
    block of the rows, the block its rank in that runtime group selects; ids
    outside it give zeros (add nothing). */
 void loomrt_embedding(loomrt_ctx *, loomrt_buf *out, loomrt_buf *table, loomrt_buf *ids, int64_t, int64_t, int64_t,
-                      int64_t vocab_group);
+                      int64_t vocab_group, int64_t vocab_size);
 void loomrt_embedding_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *ids, loomrt_buf *grad, int64_t, int64_t, int64_t,
                            int64_t vocab_group);
 void loomrt_cross_entropy(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels, int64_t, int64_t, int64_t,
@@ -387,7 +387,7 @@ void loomrt_cross_entropy_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits
    rank's block of the classes, as for loomrt_embedding's table rows. */
 void loomrt_cross_entropy_stats(loomrt_ctx *, loomrt_buf *sum, loomrt_buf *target, loomrt_buf *logits, loomrt_buf *labels,
                                 loomrt_buf *max, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t ignore_index,
-                                int64_t vocab_group);
+                                int64_t vocab_group, int64_t vocab_size);
 void loomrt_cross_entropy_from_stats(loomrt_ctx *, loomrt_buf *out, loomrt_buf *max, loomrt_buf *sum, loomrt_buf *target,
                                      loomrt_buf *labels, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t ignore_index);
 void loomrt_cross_entropy_grad_from_stats(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels,
@@ -406,6 +406,13 @@ void loomrt_slice(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_
    whole: `groups` gives per dimension the group whose rank selects the block
    (dist.shard). */
 void loomrt_shard(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t groups);
+/* `in` is `rows` x `block` x `inner` (f32): this rank's block (its rank in
+   runtime group `group` selects it) of a dimension of `size` split in
+   blocks of `block`; `out` is `in` with the elements past `size` set to
+   `value` (dist.fill_padding). */
+void loomrt_fill_padding(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in,
+                         int64_t rows, int64_t block, int64_t inner,
+                         uint32_t group, int64_t size, double value);
 void loomrt_pad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t high, int64_t low);
 void loomrt_lr_schedule(loomrt_ctx *, loomrt_buf *out, loomrt_buf *step, int64_t, int64_t, double lr, int64_t warmup,
                         int64_t total, int32_t decay, double min_lr);

@@ -122,7 +122,7 @@ train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
 // -----
 
 train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
-  // expected-error @+1 {{'train.param' op attribute 'dist.global_shape' gives a whole shape that the block 'tensor<3x4xf32>' does not divide}}
+  // expected-error @+1 {{'train.param' op attribute 'dist.global_shape' gives a whole shape that blocks of 'tensor<3x4xf32>' do not make over their groups}}
   %w = train.param "w" init(#train.init<normal, 0.1>) {dist.global_shape = array<i64: 4, 4>, dist.shard_groups = array<i64: 1, 0>} : tensor<3x4xf32>
   %loss = train.reduce sum %w dims [0, 1] : tensor<3x4xf32>
   train.output loss(%loss : tensor<f32>)

@@ -230,3 +230,24 @@ train.model @m attributes {dist.mesh = #dist.mesh<["dp" = 2]>} {
   %l = train.reduce sum %w dims [0] : tensor<4xf32>
   train.output loss(%l : tensor<f32>)
 }
+
+// -----
+
+// The padding of a block of a dimension of 7 over tp = 2: blocks of 4.
+train.model @m attributes {dist.mesh = #dist.mesh<["tp" = 2]>} {
+  %x = train.input "x" : tensor<3x8xf32>
+  // expected-error @below {{a dimension of 7 split over ["tp"] (2 ranks) has blocks of 4, not 3}}
+  %f = dist.fill_padding %x over ["tp"] dim 0 size 7 value 0.0 : tensor<3x8xf32>
+  %l = train.reduce sum %f dims [0, 1] : tensor<3x8xf32>
+  train.output loss(%l : tensor<f32>)
+}
+
+// -----
+
+train.model @m attributes {dist.mesh = #dist.mesh<["tp" = 2]>} {
+  %x = train.input "x" : tensor<4x8xf32>
+  // expected-error @below {{dimension 2 is outside 'tensor<4x8xf32>'}}
+  %f = dist.fill_padding %x over ["tp"] dim 2 size 7 value 0.0 : tensor<4x8xf32>
+  %l = train.reduce sum %f dims [0, 1] : tensor<4x8xf32>
+  train.output loss(%l : tensor<f32>)
+}

@@ -9,6 +9,9 @@ train.model @collectives attributes {dist.mesh = #dist.mesh<["dp" = 2, "tp" = 2]
   %x = train.input "x" {dist.sharding = [#dist.sharding<[{?}, {} ], unreduced = {"dp"}>]} : tensor<8x8xf32>
   %stack = train.input "stack" : tensor<2x4x8xf32>
   // CHECK: dist.sharding = [#dist.sharding<[{?}, {}], unreduced = {"dp"}>]
+  // A dimension split unevenly, in padded blocks.
+  // CHECK: dist.sharding = [#dist.sharding<[{"tp"} padded, {}]>]
+  %v = train.input "v" {dist.sharding = [#dist.sharding<[{"tp"} padded, {} ]>]} : tensor<7x8xf32>
   // CHECK: dist.all_reduce %{{.*}} over ["dp"] : tensor<8x8xf32>
   %a = dist.all_reduce %x over ["dp"] : tensor<8x8xf32>
   // CHECK: dist.all_reduce %{{.*}} over ["dp", "tp"] max : tensor<8x8xf32>
@@ -25,6 +28,8 @@ train.model @collectives attributes {dist.mesh = #dist.mesh<["dp" = 2, "tp" = 2]
   %p = dist.collective_permute %x over ["tp"] pairs [0, 1, 1, 0] : tensor<8x8xf32>
   // CHECK: dist.shard %{{.*}} axes {{\[}}["dp"], ["tp"]] : tensor<8x8xf32> -> tensor<4x4xf32>
   %s = dist.shard %x axes [["dp"], ["tp"] ] : tensor<8x8xf32> -> tensor<4x4xf32>
+  // CHECK: dist.fill_padding %{{.*}} over ["tp"] dim 0 size 7 value 0.000000e+00 : tensor<4x8xf32>
+  %fp = dist.fill_padding %r over ["tp"] dim 0 size 7 value 0.0 : tensor<4x8xf32>
   // CHECK: %[[S:.*]]:2 = dist.all_reduce_start %{{.*}}, %{{.*}} over ["dp"] : tensor<8x8xf32>, tensor<4x8xf32>
   // CHECK-NEXT: dist.wait %[[S]]#0, %[[S]]#1 : tensor<8x8xf32>, tensor<4x8xf32>
   %st:2 = dist.all_reduce_start %x, %r over ["dp"] : tensor<8x8xf32>, tensor<4x8xf32>
