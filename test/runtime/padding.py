@@ -9,8 +9,9 @@ Model: the parity GPT with a vocabulary of 255 rows (a multiple of neither
 global batch (losses within 1e-5 + 1e-4 |loss|, final parameters, exported
 whole and unpadded, within 1e-4 relative): tp=2, tp=4 and dp=2 x tp=2 with
 AdamW and dropout (the held-out losses too), tp=4 from --init-from of the
-reference's final parameters, dp=2 x tp=2 with ZeRO-3, pp=2 x tp=2 with 4
-micro-batches, tp=4 with SGD and a clip norm small enough
+reference's final parameters, dp=2 x tp=2 with ZeRO-3, tp=2 with sequence
+parallelism, pp=2 x tp=2 with 4 micro-batches, pp=2 x dp=2 x tp=2 with 2,
+tp=4 with SGD and a clip norm small enough
 that clipping changes the losses (a norm that counted padding would show);
 ZeRO stages 1-3 on dp=3 (batch 6), where the width 16 and the MLP's 32 do
 not divide, with SGD and that clip norm, and stage 3 with AdamW.
@@ -119,10 +120,17 @@ exe, program, _ = build("dp2tp2-z3", adamw, ["--mesh", "dp=2,tp=2", "--zero=3"])
 check("dp=2 x tp=2 ZeRO-3: the table's padded tp blocks split over dp as well",
       stored_shape(program, "wte") == [128, 8], f"{stored_shape(program, 'wte')}")
 compare("dp=2 x tp=2 ZeRO-3", run("dp2tp2-z3", exe, 4), ref)
+compare("tp=2 sequence-parallel",
+        run("tp2sp", build("tp2sp", adamw, ["--mesh", "tp=2", "--sequence-parallel"])[0], 2), ref)
 ref_m4 = run("ref-m4", build("ref-m4", adamw, ["--micro-batches=4"])[0], 1)
 compare("pp=2 x tp=2 M=4",
         run("pp2tp2", build("pp2tp2", adamw, ["--mesh", "pp=2,tp=2", "--micro-batches=4"])[0], 4),
         ref_m4)
+ref_m2 = run("ref-m2", build("ref-m2", adamw, ["--micro-batches=2"])[0], 1)
+compare("pp=2 x dp=2 x tp=2 M=2 (8 ranks)",
+        run("pp2dp2tp2", build("pp2dp2tp2", adamw, ["--mesh", "pp=2,dp=2,tp=2",
+                                                    "--micro-batches=2"])[0], 8),
+        ref_m2)
 
 # From the reference's final parameters (255 rows, loaded into padded blocks),
 # tp=4 trains on as the single rank does.
