@@ -10,7 +10,7 @@
 #include "Internal.h"
 #include "ShapeMath.h"
 
-#include "llvm/Support/JSON.h"
+#include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -299,13 +299,19 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
   std::memcpy(&headerSize, bytes.data(), 8);
   if (headerSize > bytes.size() - 8)
     fail("'" + path + "': header size exceeds the file");
-  llvm::Expected<llvm::json::Value> header =
-      llvm::json::parse(llvm::StringRef(bytes.data() + 8, headerSize));
-  if (!header)
-    fail("'" + path + "': bad header: " + llvm::toString(header.takeError()));
-  const llvm::json::Object *entries = header->getAsObject();
-  if (!entries)
+  // Parsed without exceptions: a malformed header is a discarded value.
+  nlohmann::json header = nlohmann::json::parse(
+      bytes.data() + 8, bytes.data() + 8 + headerSize, nullptr,
+      /*allow_exceptions=*/false);
+  if (header.is_discarded())
+    fail("'" + path + "': bad header: not JSON");
+  if (!header.is_object())
     fail("'" + path + "': the header is not a JSON object");
+  // The integer at `v`, or -1 where it is not a non-negative integer.
+  auto integer = [](const nlohmann::json &v) -> int64_t {
+    return v.is_number_integer() && v.get<int64_t>() >= 0 ? v.get<int64_t>()
+                                                          : -1;
+  };
   const char *data = bytes.data() + 8 + headerSize;
   size_t dataSize = bytes.size() - 8 - headerSize;
   const loomrt_program *p = ctx->program;
@@ -314,27 +320,31 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
     if (d.role != role || !holds(ctx, d, ctx->rank))
       continue;
     std::string name = wholeName(d);
-    const llvm::json::Object *e = entries->getObject(name);
-    if (!e)
+    auto found = header.find(name);
+    if (found == header.end() || !found->is_object())
       fail("'" + path + "' has no tensor '" + name + "'");
+    const nlohmann::json &e = *found;
     const char *dtype = d.dtype == LOOMRT_I32 ? "I32" : "F32";
-    if (e->getString("dtype") != dtype)
+    auto type = e.find("dtype");
+    if (type == e.end() || !type->is_string() ||
+        type->get<std::string>() != dtype)
       fail("'" + path + "': tensor '" + name + "' must be " + dtype);
     Shape s = wholeShape(ctx, d);
-    const llvm::json::Array *shape = e->getArray("shape");
-    bool same = shape && int64_t(shape->size()) == s.rank;
+    auto shape = e.find("shape");
+    bool same = shape != e.end() && shape->is_array() &&
+                int64_t(shape->size()) == s.rank;
     for (int64_t i = 0; same && i < s.rank; ++i)
-      same = (*shape)[i].getAsInteger() == s[i];
+      same = integer((*shape)[size_t(i)]) == s[i];
     if (!same)
       fail("'" + path + "': tensor '" + name +
            "' does not have the model's shape");
     // data_offsets: [begin, end) of the data section, exactly two integers.
-    const llvm::json::Array *offsets = e->getArray("data_offsets");
-    if (!offsets || offsets->size() != 2)
+    auto offsets = e.find("data_offsets");
+    if (offsets == e.end() || !offsets->is_array() || offsets->size() != 2)
       fail("'" + path + "': tensor '" + name +
            "' needs data_offsets of two integers [begin, end]");
-    int64_t begin = (*offsets)[0].getAsInteger().value_or(-1);
-    int64_t end = (*offsets)[1].getAsInteger().value_or(-1);
+    int64_t begin = integer((*offsets)[0]);
+    int64_t end = integer((*offsets)[1]);
     int64_t want = s.numel() * elementBytes(d.dtype);
     if (begin < 0 || end < begin || end - begin != want ||
         uint64_t(end) > dataSize)
@@ -429,24 +439,20 @@ void exportSafetensors(loomrt_ctx *ctx, const std::string &path) {
   }
   if (ctx->rank != 0)
     return;
-  llvm::json::Object header;
+  nlohmann::json header = nlohmann::json::object();
   int64_t offset = 0;
   for (const std::string &name : names) {
     const Shape &s = shapes[name];
-    llvm::json::Array shape;
+    nlohmann::json shape = nlohmann::json::array();
     for (int64_t i = 0; i < s.rank; ++i)
       shape.push_back(s[i]);
     int64_t bytes = s.numel() * 4;
-    header[name] = llvm::json::Object{
-        {"dtype", "F32"},
-        {"shape", std::move(shape)},
-        {"data_offsets", llvm::json::Array{offset, offset + bytes}}};
+    header[name] = {{"dtype", "F32"},
+                    {"shape", std::move(shape)},
+                    {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::json::Value(std::move(header));
-  os.flush();
+  std::string text = header.dump();
   while ((text.size() + 8) % 8)
     text.push_back(' ');
   // Whole or not at all: a process killed while writing leaves the
@@ -653,19 +659,17 @@ std::string formatBytes(double bytes) {
 
 /// Bytes sent so far, summed over collective kinds, by mesh axis (a group
 /// of several axes is named by its axes joined with '+').
-llvm::json::Object bytesByAxis(loomrt_ctx *ctx) {
+nlohmann::json bytesByAxis(loomrt_ctx *ctx) {
   std::lock_guard<std::mutex> lock(ctx->commMutex);
-  llvm::json::Object out;
+  std::map<std::string, int64_t> byAxis;
   for (auto [key, bytes] : ctx->bytesSent) {
     std::string name;
     for (size_t a = 0; a < ctx->axisNames.size(); ++a)
       if (key.second & (1u << a))
         name += (name.empty() ? "" : "+") + ctx->axisNames[a];
-    if (const llvm::json::Value *v = out.get(name))
-      bytes += v->getAsInteger().value_or(0);
-    out[name] = bytes;
+    byAxis[name] += bytes;
   }
-  return out;
+  return nlohmann::json(byAxis);
 }
 
 /// Bytes this rank has sent so far, over every collective and group.
@@ -877,23 +881,19 @@ static int train(int argc, char **argv, const loomrt_program *program) {
       std::fflush(stdout);
     }
     if (metrics) {
-      llvm::json::Object m{{"step", step},
-                           {"loss", loss},
-                           {"lr", ctx.lastLr},
-                           {"tokens_per_s", tps},
-                           {"peak_bytes", ctx.peakBytes.load()},
-                           {"tensor_bytes", tensorBytes},
-                           {"resident_tensor_bytes", residentTensorBytes},
-                           {"arena_bytes", arenaBytes},
-                           {"max_rss_bytes", maxResidentBytes()},
-                           {"bytes_sent", bytesByAxis(&ctx)}};
+      nlohmann::json m = {{"step", step},
+                          {"loss", loss},
+                          {"lr", ctx.lastLr},
+                          {"tokens_per_s", tps},
+                          {"peak_bytes", ctx.peakBytes.load()},
+                          {"tensor_bytes", tensorBytes},
+                          {"resident_tensor_bytes", residentTensorBytes},
+                          {"arena_bytes", arenaBytes},
+                          {"max_rss_bytes", maxResidentBytes()},
+                          {"bytes_sent", bytesByAxis(&ctx)}};
       if (evalNow)
         m["eval_loss"] = evalLoss;
-      std::string line;
-      llvm::raw_string_ostream os(line);
-      os << llvm::json::Value(std::move(m));
-      os.flush();
-      std::fprintf(metrics, "%s\n", line.c_str());
+      std::fprintf(metrics, "%s\n", m.dump().c_str());
     }
   }
   if (metricsFile)

@@ -319,10 +319,6 @@ static int buildExecutable(StringRef cpp, StringRef out) {
   }
   args.insert(args.end(), toolchain->libraries.begin(),
               toolchain->libraries.end());
-  args.insert(args.end(), {"-L" LOOM_LLVM_LIBRARY_DIR,
-                           std::string(nvcc ? "-Xlinker=-rpath," : "-Wl,-rpath,") +
-                               LOOM_LLVM_LIBRARY_DIR,
-                           "-lLLVM"});
   llvm::SmallVector<StringRef> mpi;
   StringRef(LOOM_MPI_LIBRARIES).split(mpi, ';', -1, /*KeepEmpty=*/false);
   for (StringRef lib : mpi)
