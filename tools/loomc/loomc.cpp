@@ -694,14 +694,8 @@ static int reportPipeline(ModuleOp step, loom::dist::MeshAttr mesh,
   return 0;
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
-  loomcPath = llvm::sys::fs::getMainExecutable(
-      argv[0], reinterpret_cast<void *>(&runtimePath));
-  cl::HideUnrelatedOptions(loomcCategory);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "loomc: compile a train-dialect model into a "
-                              "training executable\n");
+/// Loads the --load-pass-plugin libraries into the pass registry.
+static int loadPassPlugins() {
   for (const std::string &path : passPlugins) {
     auto plugin = PassPlugin::load(path);
     if (!plugin)
@@ -712,23 +706,56 @@ int main(int argc, char **argv) {
   if (insertAfter.empty() != pluginPipeline.empty())
     return fail("--insert-after and --plugin-pipeline go together: where "
                 "to insert, and what");
-  bool reportOnly = (report || !reportJson.empty()) && emit == Emit::Exe &&
-                    outputFile == "-";
-  if (emit == Emit::Exe && outputFile == "-" && !reportOnly)
-    return fail("an executable needs an output file (-o OUT)");
-  DialectRegistry registry;
-  registry.insert<loom::train::TrainDialect, loom::dist::DistDialect,
-                  loom::codegen::LoomDialect,
-                  arith::ArithDialect,
-                  func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
-  loom::registerTrainShardingRules(registry);
-  MLIRContext context(registry);
-  // Errors point at the model's lines; the op they are on is not dumped.
-  context.printOpOnDiagnostic(false);
+  return 0;
+}
 
-  // The mesh as dist-mesh will set it on the model (the same parser):
-  // what the checks below and the report read.
+/// Whether loomc only reports (--report or --report-json with no -o).
+static bool reportOnly() {
+  return (report || !reportJson.empty()) && emit == Emit::Exe &&
+         outputFile == "-";
+}
+
+/// One model through loomc: the options, checked; the model; the pipeline
+/// run a phase at a time; the report; the program emitted and linked.
+/// Each step returns 0 or the exit status, having printed why.
+struct Compilation {
+  MLIRContext &context;
+  /// The mesh as dist-mesh will set it on the model (the same parser):
+  /// what the checks and the report read.
   loom::analysis::Config config;
+  std::optional<loom::analysis::Cluster> cluster;
+  /// A pipeline's schedule (pp > 1).
+  std::optional<loom::pipeline::Schedule> schedule;
+  OwningOpRef<ModuleOp> module;
+  /// The model as written: what the policy checks and --remat=budget
+  /// compile again.
+  OwningOpRef<ModuleOp> written;
+  loom::LoomOptions options;
+  /// A user's passes, inserted after the pass --insert-after names.
+  bool inserted = false;
+  std::string insertError;
+  /// The training step's text (--emit=mlir writes it).
+  std::string step;
+  /// With more than one rank the report plans from the rank program (what
+  /// each rank holds: its share of the batch, tensor and pipeline splits,
+  /// ZeRO's blocks), not from the one-rank plan over dp.
+  bool tensorOrPipeline = false;
+  int64_t pp = 1;
+
+  explicit Compilation(MLIRContext &context) : context(context) {}
+
+  int checkOptions();
+  int parseModel(llvm::SourceMgr &sourceMgr);
+  int checkPipeline();
+  int buildOptions();
+  int runPhase(loom::Phase from, loom::Phase until);
+  int reportAndCheckFit();
+  int emitAndLink();
+};
+
+int Compilation::checkOptions() {
+  if (emit == Emit::Exe && outputFile == "-" && !reportOnly())
+    return fail("an executable needs an output file (-o OUT)");
   if (!meshSpec.empty()) {
     llvm::Expected<loom::dist::MeshAttr> mesh =
         loom::dist::parseMesh(&context, meshSpec);
@@ -743,18 +770,16 @@ int main(int argc, char **argv) {
       shardingPreset != "megatron")
     return fail("--sharding=" + shardingPreset +
                 ": expected auto, dp or megatron");
-  {
-    SmallVector<StringRef> names;
-    StringRef(rematPolicy).split(names, ',');
-    for (StringRef name : names)
-      if (name != "full" && name != "selective" && name != "none" &&
-          !(name == "budget" && names.size() == 1))
-        return fail("--remat=" + rematPolicy +
-                    ": expected none, selective, full, budget, or one of "
-                    "none, selective and full per layer (full,full,none,none)");
-    if ((rematPolicy == "budget") != (rematBudget.getNumOccurrences() > 0))
-      return fail("--remat=budget and --remat-budget=BYTES go together");
-  }
+  SmallVector<StringRef> names;
+  StringRef(rematPolicy).split(names, ',');
+  for (StringRef name : names)
+    if (name != "full" && name != "selective" && name != "none" &&
+        !(name == "budget" && names.size() == 1))
+      return fail("--remat=" + rematPolicy +
+                  ": expected none, selective, full, budget, or one of "
+                  "none, selective and full per layer (full,full,none,none)");
+  if ((rematPolicy == "budget") != (rematBudget.getNumOccurrences() > 0))
+    return fail("--remat=budget and --remat-budget=BYTES go together");
   if (zeroStage < 0 || zeroStage > 3)
     return fail(llvm::formatv("--zero={0}: expected 0, 1, 2 or 3",
                               int(zeroStage))
@@ -765,18 +790,16 @@ int main(int argc, char **argv) {
                               "--mesh with one (dp=N)",
                               int(zeroStage))
                     .str());
-  int64_t pp =
-      config.mesh ? config.mesh.getSize(loom::dist::AxisRole::Pipeline) : 1;
+  pp = config.mesh ? config.mesh.getSize(loom::dist::AxisRole::Pipeline) : 1;
+  tensorOrPipeline = config.mesh && config.mesh.getNumRanks() > 1;
   if (microBatches < 1 || microBatches > loom::kMaxRepeatCount)
     return fail(llvm::formatv("--micro-batches={0}: expected 1 to {1}",
                               int64_t(microBatches), loom::kMaxRepeatCount)
                     .str());
-  if (!reportOnly && emit != Emit::MLIR) {
-    if (config.precision == loom::analysis::Precision::Bf16)
-      return fail("--precision=bf16: mixed-precision code is not generated "
-                  "yet; --report plans it");
-  }
-  std::optional<loom::analysis::Cluster> cluster;
+  if (!reportOnly() && emit != Emit::MLIR &&
+      config.precision == loom::analysis::Precision::Bf16)
+    return fail("--precision=bf16: mixed-precision code is not generated "
+                "yet; --report plans it");
   if (!clusterFile.empty()) {
     llvm::Expected<loom::analysis::Cluster> c =
         loom::analysis::readCluster(clusterFile);
@@ -784,58 +807,50 @@ int main(int argc, char **argv) {
       return fail(llvm::toString(c.takeError()));
     cluster = *c;
   }
+  return 0;
+}
 
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+int Compilation::parseModel(llvm::SourceMgr &sourceMgr) {
   std::string error;
   auto input = openInputFile(inputFile, &error);
   if (!input)
     return fail(error);
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
   if (failed(dumpPhase("0-input.mlir", print(*module))))
     return 1;
-  // The model as written, for the default policy's check against the
-  // cluster's device memory below.
-  OwningOpRef<ModuleOp> written = module->clone();
-  // A pipeline's schedule, checked before anything is compiled, once the
-  // micro-batches are known to split the model's batch (a schedule's size
-  // grows with them).
-  std::optional<loom::pipeline::Schedule> schedule;
-  if (pp > 1) {
-    if (failed(checkMicroBatches(*module)))
-      return 1;
-    if (microBatches < 2)
-      return fail(llvm::formatv(
-                      "--mesh {0}: a pipeline needs --micro-batches of at "
-                      "least 2 (its stages overlap only across micro-batches, "
-                      "and {1} or more keep every stage busy)",
-                      meshSpec, pp)
-                      .str());
-    llvm::Expected<loom::pipeline::Schedule> s = pipelineSchedule(pp);
-    if (!s)
-      return fail("--schedule=" + scheduleSpec + ": " +
-                  llvm::toString(s.takeError()));
-    schedule = std::move(*s);
-  }
-  // A user's passes, inserted after the pass --insert-after names.
-  bool inserted = false;
-  std::string insertError;
-  auto afterPass = [&](OpPassManager &passes, StringRef argument) {
-    if (insertAfter.empty() || argument != insertAfter || inserted)
-      return;
-    inserted = true;
-    llvm::raw_string_ostream errors(insertError);
-    if (failed(parsePassPipeline(pluginPipeline, passes, errors)))
-      insertError = "--plugin-pipeline='" + pluginPipeline +
-                    "': " + insertError;
-  };
+  written = module->clone();
+  return 0;
+}
 
-  // The one pipeline, run a phase at a time: the report plans from the
-  // training step, and --emit=mlir stops there.
-  loom::LoomOptions options;
+/// A pipeline's schedule, checked before anything is compiled, once the
+/// micro-batches are known to split the model's batch (a schedule's size
+/// grows with them).
+int Compilation::checkPipeline() {
+  if (pp <= 1)
+    return 0;
+  if (failed(checkMicroBatches(*module)))
+    return 1;
+  if (microBatches < 2)
+    return fail(llvm::formatv(
+                    "--mesh {0}: a pipeline needs --micro-batches of at "
+                    "least 2 (its stages overlap only across micro-batches, "
+                    "and {1} or more keep every stage busy)",
+                    meshSpec, pp)
+                    .str());
+  llvm::Expected<loom::pipeline::Schedule> s = pipelineSchedule(pp);
+  if (!s)
+    return fail("--schedule=" + scheduleSpec + ": " +
+                llvm::toString(s.takeError()));
+  schedule = std::move(*s);
+  return 0;
+}
+
+/// The one pipeline's options from loomc's; --remat=budget chooses the
+/// policy by compiling the model with each.
+int Compilation::buildOptions() {
   options.mesh = meshSpec;
   options.microBatches = microBatches;
   options.virtualStages = schedule ? schedule->virtualStages : 1;
@@ -845,38 +860,46 @@ int main(int argc, char **argv) {
   options.zero = zeroStage;
   options.commOverlap = commOverlap;
   options.schedule = scheduleSpec;
-  options.afterPass = afterPass;
-  // With more than one rank the report plans from the rank program (what
-  // each rank holds: its share of the batch, tensor and pipeline splits,
-  // ZeRO's blocks), not from the one-rank plan over dp.
-  bool tensorOrPipeline = config.mesh && config.mesh.getNumRanks() > 1;
-  if (rematPolicy == "budget") {
-    std::optional<int64_t> budget = parseBytes(rematBudget);
-    if (!budget)
-      return fail("--remat-budget=" + rematBudget +
-                  ": expected a byte count, with an optional K, M or G "
-                  "suffix (powers of 1024)");
-    FailureOr<std::string> chosen = chooseRematForBudget(
-        *written, options, *budget, config, cluster, tensorOrPipeline);
-    if (failed(chosen))
-      return 1;
-    options.remat = *chosen;
-  }
-  options.until = loom::Phase::TrainingStep;
+  options.afterPass = [this](OpPassManager &passes, StringRef argument) {
+    if (insertAfter.empty() || argument != insertAfter || inserted)
+      return;
+    inserted = true;
+    llvm::raw_string_ostream errors(insertError);
+    if (failed(parsePassPipeline(pluginPipeline, passes, errors)))
+      insertError = "--plugin-pipeline='" + pluginPipeline +
+                    "': " + insertError;
+  };
+  if (rematPolicy != "budget")
+    return 0;
+  std::optional<int64_t> budget = parseBytes(rematBudget);
+  if (!budget)
+    return fail("--remat-budget=" + rematBudget +
+                ": expected a byte count, with an optional K, M or G "
+                "suffix (powers of 1024)");
+  FailureOr<std::string> chosen = chooseRematForBudget(
+      *written, options, *budget, config, cluster, tensorOrPipeline);
+  if (failed(chosen))
+    return 1;
+  options.remat = *chosen;
+  return 0;
+}
+
+/// Runs the pipeline's phases from `from` to `until` on the module.
+int Compilation::runPhase(loom::Phase from, loom::Phase until) {
   PassManager pm(&context);
+  options.from = from;
+  options.until = until;
   loom::buildLoomPipeline(pm, options);
   if (!insertError.empty())
     return fail(insertError);
-  if (failed(pm.run(*module)))
-    return 1;
-  // From here on the mesh is the one dist-mesh set on the model: the
-  // report and the checks read it from the IR.
-  for (auto model : module->getOps<loom::train::ModelOp>())
-    if (loom::dist::MeshAttr mesh = loom::dist::MeshAttr::lookup(model))
-      config.mesh = mesh;
-  std::string step = print(*module);
-  if (failed(dumpPhase("1-training-step.mlir", step)))
-    return 1;
+  return failed(pm.run(*module)) ? 1 : 0;
+}
+
+/// The report (--report, --report-json) and the check that the model fits
+/// the --cluster's device (without --remat): planned from the training
+/// step, its memory and communication read in the rank program where there
+/// is a mesh. Runs the rank program's phase itself.
+int Compilation::reportAndCheckFit() {
   // A pipeline's report starts with its plan: stages, schedule, bubble;
   // the memory and communication per rank follow, from the rank program.
   std::optional<double> pipelineBubble;
@@ -890,7 +913,6 @@ int main(int argc, char **argv) {
     pipelineBubble = worst;
   }
   std::optional<loom::analysis::Report> plan;
-  // Without --remat, a cluster's device memory is checked (from the plan).
   bool checkFits = cluster && rematPolicy.getNumOccurrences() == 0;
   if (report || !reportJson.empty() || checkFits) {
     auto models = llvm::to_vector(module->getOps<loom::train::ModelOp>());
@@ -906,97 +928,88 @@ int main(int argc, char **argv) {
   // The rank program: shardings from the mesh, then per-rank shapes and
   // collectives.
   if (!meshSpec.empty() && (emit != Emit::MLIR || plan)) {
-    PassManager dist(&context);
-    options.from = loom::Phase::RankProgram;
-    options.until = loom::Phase::RankProgram;
-    loom::buildLoomPipeline(dist, options);
-    if (!insertError.empty())
-      return fail(insertError);
-    if (failed(dist.run(*module)) ||
-        failed(checkEveryAxisSplits(*module, config.mesh)))
+    if (int rc = runPhase(loom::Phase::RankProgram, loom::Phase::RankProgram))
+      return rc;
+    if (failed(checkEveryAxisSplits(*module, config.mesh)))
       return 1;
   }
-
-  if (plan) {
-    // The communication of an fp32 plan is what the rank program does;
-    // a bf16 plan (not generated yet) keeps the planned figures.
-    if (!meshSpec.empty() &&
-        config.precision == loom::analysis::Precision::Fp32) {
-      auto rank = *module->getOps<loom::train::ModelOp>().begin();
-      plan->readVerification(rank);
-      plan->setCommunication(
-          loom::analysis::countCommunication(rank, config.mesh, cluster));
-      // A mesh that splits more than the batch: activations and time are
-      // the rank program's, not the one-rank plan's over dp.
-      if (tensorOrPipeline && failed(plan->useRankProgram(rank)))
-        return 1;
-    }
-    // Printed after the report, which shows where the bytes go.
-    std::string fitError;
-    if (checkFits && plan->worstRankBytes() > cluster->memoryBytes) {
-      // The cheapest policy that fits: selective recomputes the least.
-      std::string fits;
-      for (const char *policy : {"selective", "full"}) {
-        FailureOr<loom::analysis::Report> probe = planWithRemat(
-            *written, options, policy, config, cluster, tensorOrPipeline);
-        if (failed(probe))
-          return 1;
-        int64_t bytes = probe->worstRankBytes();
-        if (bytes <= cluster->memoryBytes) {
-          fits = llvm::formatv("--remat={0} fits, with {1:F3} GB on its "
-                               "most loaded rank",
-                               policy, double(bytes) / 1e9)
-                     .str();
-          break;
-        }
-      }
-      if (fits.empty())
-        fits = llvm::formatv(
-                   "no rematerialization policy fits (model states and "
-                   "inputs alone take {0:F3} GB on a rank): use more ranks "
-                   "(pp, tp){1}",
-                   double(plan->worstRankStateBytes()) / 1e9,
-                   plan->worstRankStateBytes() > cluster->memoryBytes
-                       ? ""
-                       : " or more micro-batches")
-                   .str();
-      fitError = llvm::formatv(
-                     "the model needs {0:F3} GB on its most loaded rank "
-                     "without recomputation (--remat=none, the default), "
-                     "more than the {1:F3} GB of a device of {2}; {3}",
-                     double(plan->worstRankBytes()) / 1e9,
-                     cluster->memoryBytes / 1e9, clusterFile, fits)
-                     .str();
-    }
-    plan->remat = options.remat;
-    plan->pipelineBubble = pipelineBubble;
-    if (pipelineBubble)
-      plan->addPipelineBubble(firstRankBubble);
-    if (pipelineBubble)
-      plan->pipeline = std::move(pipelineJSON);
-    if (report)
-      plan->print(llvm::outs());
-    if (!reportJson.empty()) {
-      std::string text;
-      llvm::raw_string_ostream js(text);
-      js << llvm::formatv("{0:2}", plan->toJSON()) << "\n";
-      if (failed(writeFile(reportJson, js.str())))
-        return 1;
-    }
-    if (!fitError.empty())
-      return fail(fitError);
-    if (reportOnly)
-      return 0;
+  if (!plan)
+    return 0;
+  // The communication of an fp32 plan is what the rank program does; a
+  // bf16 plan (not generated yet) keeps the planned figures.
+  if (!meshSpec.empty() &&
+      config.precision == loom::analysis::Precision::Fp32) {
+    auto rank = *module->getOps<loom::train::ModelOp>().begin();
+    plan->readVerification(rank);
+    plan->setCommunication(
+        loom::analysis::countCommunication(rank, config.mesh, cluster));
+    // A mesh that splits more than the batch: activations and time are
+    // the rank program's, not the one-rank plan's over dp.
+    if (tensorOrPipeline && failed(plan->useRankProgram(rank)))
+      return 1;
   }
-  if (!insertAfter.empty() && !inserted)
-    return fail("--insert-after=" + insertAfter + ": the pipeline runs no "
-                "pass '" + insertAfter + "' (see --dump-phases and "
-                "loom-opt --help for the pass names)");
-  if (emit == Emit::MLIR)
-    return failed(writeFile(outputFile, step)) ? 1 : 0;
+  // Printed after the report, which shows where the bytes go.
+  std::string fitError;
+  if (checkFits && plan->worstRankBytes() > cluster->memoryBytes) {
+    // The cheapest policy that fits: selective recomputes the least.
+    std::string fits;
+    for (const char *policy : {"selective", "full"}) {
+      FailureOr<loom::analysis::Report> probe = planWithRemat(
+          *written, options, policy, config, cluster, tensorOrPipeline);
+      if (failed(probe))
+        return 1;
+      int64_t bytes = probe->worstRankBytes();
+      if (bytes <= cluster->memoryBytes) {
+        fits = llvm::formatv("--remat={0} fits, with {1:F3} GB on its "
+                             "most loaded rank",
+                             policy, double(bytes) / 1e9)
+                   .str();
+        break;
+      }
+    }
+    if (fits.empty())
+      fits = llvm::formatv(
+                 "no rematerialization policy fits (model states and "
+                 "inputs alone take {0:F3} GB on a rank): use more ranks "
+                 "(pp, tp){1}",
+                 double(plan->worstRankStateBytes()) / 1e9,
+                 plan->worstRankStateBytes() > cluster->memoryBytes
+                     ? ""
+                     : " or more micro-batches")
+                 .str();
+    fitError = llvm::formatv(
+                   "the model needs {0:F3} GB on its most loaded rank "
+                   "without recomputation (--remat=none, the default), "
+                   "more than the {1:F3} GB of a device of {2}; {3}",
+                   double(plan->worstRankBytes()) / 1e9,
+                   cluster->memoryBytes / 1e9, clusterFile, fits)
+                   .str();
+  }
+  plan->remat = options.remat;
+  plan->pipelineBubble = pipelineBubble;
+  if (pipelineBubble) {
+    plan->addPipelineBubble(firstRankBubble);
+    plan->pipeline = std::move(pipelineJSON);
+  }
+  if (report)
+    plan->print(llvm::outs());
+  if (!reportJson.empty()) {
+    std::string text;
+    llvm::raw_string_ostream js(text);
+    js << llvm::formatv("{0:2}", plan->toJSON()) << "\n";
+    if (failed(writeFile(reportJson, js.str())))
+      return 1;
+  }
+  if (!fitError.empty())
+    return fail(fitError);
+  return 0;
+}
+
+/// Lowers the rank program to EmitC, prints it as C++ and compiles and
+/// links it (or writes the C++, --emit=cpp).
+int Compilation::emitAndLink() {
   if (failed(dumpPhase("2-rank-program.mlir", print(*module))))
     return 1;
-
   PassManager codegen(&context);
   loom::codegen::buildCodegenPipeline(codegen);
   if (failed(codegen.run(*module)))
@@ -1013,4 +1026,58 @@ int main(int argc, char **argv) {
   if (emit == Emit::Cpp)
     return failed(writeFile(outputFile, cpp)) ? 1 : 0;
   return buildExecutable(cpp, outputFile);
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  loomcPath = llvm::sys::fs::getMainExecutable(
+      argv[0], reinterpret_cast<void *>(&runtimePath));
+  cl::HideUnrelatedOptions(loomcCategory);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "loomc: compile a train-dialect model into a "
+                              "training executable\n");
+  if (int rc = loadPassPlugins())
+    return rc;
+  DialectRegistry registry;
+  registry.insert<loom::train::TrainDialect, loom::dist::DistDialect,
+                  loom::codegen::LoomDialect, arith::ArithDialect,
+                  func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
+  loom::registerTrainShardingRules(registry);
+  MLIRContext context(registry);
+  // Errors point at the model's lines; the op they are on is not dumped.
+  context.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+
+  Compilation c(context);
+  if (int rc = c.checkOptions())
+    return rc;
+  if (int rc = c.parseModel(sourceMgr))
+    return rc;
+  if (int rc = c.checkPipeline())
+    return rc;
+  if (int rc = c.buildOptions())
+    return rc;
+  // The one pipeline, run a phase at a time: the report plans from the
+  // training step, and --emit=mlir stops there.
+  if (int rc = c.runPhase(loom::Phase::TrainingStep, loom::Phase::TrainingStep))
+    return rc;
+  // From here on the mesh is the one dist-mesh set on the model.
+  for (auto model : c.module->getOps<loom::train::ModelOp>())
+    if (loom::dist::MeshAttr mesh = loom::dist::MeshAttr::lookup(model))
+      c.config.mesh = mesh;
+  c.step = print(*c.module);
+  if (failed(dumpPhase("1-training-step.mlir", c.step)))
+    return 1;
+  if (int rc = c.reportAndCheckFit())
+    return rc;
+  if (reportOnly())
+    return 0;
+  if (!insertAfter.empty() && !c.inserted)
+    return fail("--insert-after=" + insertAfter + ": the pipeline runs no "
+                "pass '" + insertAfter + "' (see --dump-phases and "
+                "loom-opt --help for the pass names)");
+  if (emit == Emit::MLIR)
+    return failed(writeFile(outputFile, c.step)) ? 1 : 0;
+  return c.emitAndLink();
 }
