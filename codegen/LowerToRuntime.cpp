@@ -917,19 +917,26 @@ struct Emitter {
     }
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(module.getBody());
-    auto table = [&](StringRef name, ArrayRef<int64_t> values) {
-      auto type = emitc::ArrayType::get({int64_t(values.size())},
-                                        b.getI64Type());
-      auto init = DenseIntElementsAttr::get(
-          RankedTensorType::get({int64_t(values.size())}, b.getI64Type()),
-          values);
-      emitc::GlobalOp::create(b, loc(), name, type, init,
-                              /*extern_specifier=*/false,
-                              /*static_specifier=*/true,
-                              /*const_specifier=*/true);
-    };
-    table("loom_actions", words);
-    table("loom_action_rows", rows);
+    emitTable("loom_actions", b.getI64Type(), words.size(),
+              integers(words));
+    emitTable("loom_action_rows", b.getI64Type(), rows.size(),
+              integers(rows));
+  }
+
+  /// A static constant array `name` of `size` `element`s (an EmitC
+  /// global, at the builder's insertion point) initialized with `init`.
+  void emitTable(StringRef name, Type element, int64_t size, Attribute init) {
+    emitc::GlobalOp::create(b, loc(), name,
+                            emitc::ArrayType::get({size}, element), init,
+                            /*extern_specifier=*/false,
+                            /*static_specifier=*/true,
+                            /*const_specifier=*/true);
+  }
+  /// `values` as a table's initializer.
+  Attribute integers(ArrayRef<int64_t> values) {
+    return DenseIntElementsAttr::get(
+        RankedTensorType::get({int64_t(values.size())}, b.getI64Type()),
+        values);
   }
 
   /// Element `index` (an i64) of the table `name`.
@@ -1213,57 +1220,88 @@ struct Emitter {
     // The tensor table's shapes go into the shape table too, so it is
     // written after them.
     std::ostringstream descriptors;
-    for (const TensorEntry &t : layout.tensors) {
+    descriptors << "{";
+    for (auto [i, t] : llvm::enumerate(layout.tensors)) {
       int32_t dtype = dtypeOf(t.type.getElementType());
-      descriptors << "  {" << cString(t.name) << ", " << t.role << ", "
-                  << dtype << ", " << shapeId(t.type.getShape()) << ", "
-                  << t.init << ", " << t.initValue << ", " << t.bound << ", "
+      descriptors << (i ? ",\n  " : "\n  ") << "{" << cString(t.name)
+                  << ", " << t.role << ", " << dtype << ", "
+                  << shapeId(t.type.getShape()) << ", " << t.init << ", "
+                  << t.initValue << ", " << t.bound << ", "
                   << shapeId(t.globalShape) << ", " << shapeId(t.shardGroups)
                   << ", " << (t.partOf.empty() ? "NULL" : cString(t.partOf))
                   << ", " << shapeId(t.partWhole) << ", "
                   << shapeId(t.partOffsets) << ", " << t.heldAxis << ", "
-                  << t.heldMask << "},\n";
+                  << t.heldMask << "}";
     }
-    std::ostringstream tables;
-    tables << "static const int64_t loom_shapes[] = {";
-    for (size_t i = 0; i < shapeWords.size(); ++i)
-      tables << (i ? ", " : "") << shapeWords[i];
-    tables << "};\nstatic const loomrt_tensor_desc loom_tensors[] = {\n"
-           << descriptors.str();
-    tables << "};\nstatic const char *const loom_axis_names[] = {";
-    for (auto [i, name] : llvm::enumerate(mesh.getNames()))
-      tables << (i ? ", " : "") << cString(name.getValue());
-    tables << "};\nstatic const int64_t loom_axis_sizes[] = {";
-    for (auto [i, size] : llvm::enumerate(mesh.getSizes()))
-      tables << (i ? ", " : "") << size;
-    tables << "};\n";
+    descriptors << "}";
     // Each pipeline rank's arena (its own plan), indexed by its coordinate.
-    tables << "static const int64_t loom_arena_bytes[] = {";
+    SmallVector<int64_t> arenaBytes;
     for (size_t c = 0; c < stepBytes->size(); ++c)
-      tables << (c ? ", " : "")
-             << std::max((*stepBytes)[c], (*evalBytes)[c]);
-    tables << "};\n";
+      arenaBytes.push_back(std::max((*stepBytes)[c], (*evalBytes)[c]));
+    std::ostringstream axisNames;
+    axisNames << "{";
+    for (auto [i, name] : llvm::enumerate(mesh.getNames()))
+      axisNames << (i ? ", " : "") << cString(name.getValue());
+    axisNames << "}";
+
+    b.setInsertionPointToStart(module.getBody());
+    emitc::IncludeOp::create(b, loc(), "loomrt/loomrt.h");
+    b.setInsertionPointToEnd(module.getBody());
+    MLIRContext *c = b.getContext();
+    // The tables, static and constant: an array of integers is a dense
+    // attribute; one of the runtime's structs its aggregate initializer.
+    Type i64 = b.getI64Type();
+    emitTable("loom_shapes", i64, shapeWords.size(), integers(shapeWords));
+    emitTable("loom_tensors", emitc::OpaqueType::get(c, "loomrt_tensor_desc"),
+              layout.tensors.size(),
+              emitc::OpaqueAttr::get(c, descriptors.str()));
+    emitTable("loom_axis_names",
+              emitc::PointerType::get(emitc::OpaqueType::get(c, "char")),
+              mesh.getNames().size(),
+              emitc::OpaqueAttr::get(c, axisNames.str()));
+    emitTable("loom_axis_sizes", i64, mesh.getSizes().size(),
+              integers(mesh.getSizes()));
+    emitTable("loom_arena_bytes", i64, arenaBytes.size(),
+              integers(arenaBytes));
     StringAttr pipelineAxis = mesh.getAxis(dist::AxisRole::Pipeline);
     int64_t arenaAxis = stepBytes->size() > 1
                             ? mesh.getAxisIndex(pipelineAxis)
                             : int64_t(-1);
     std::ostringstream program;
-    program << "extern \"C\" const loomrt_program loom_program = {"
-            << cString(model.getSymName()) << ", loom_tensors, "
+    program << "{" << cString(model.getSymName()) << ", loom_tensors, "
             << layout.tensors.size() << ", loom_shapes, " << shapeWords.size()
             << ", {\"step\", " << llvm::max_element(*stepBytes)[0]
             << ", loom_step}, {\"eval\", " << llvm::max_element(*evalBytes)[0]
             << ", loom_eval}, " << mesh.getNames().size()
             << ", loom_axis_names, loom_axis_sizes, " << arenaAxis
-            << ", loom_arena_bytes};\n"
-            << "int main(int argc, char **argv) {\n"
-            << "  return loomrt_main(argc, argv, &loom_program);\n}";
-
-    b.setInsertionPointToStart(module.getBody());
-    emitc::VerbatimOp::create(b, loc(), "#include \"loomrt/loomrt.h\"");
-    b.setInsertionPointToEnd(module.getBody());
-    emitc::VerbatimOp::create(b, loc(), tables.str());
-    emitc::VerbatimOp::create(b, loc(), program.str());
+            << ", loom_arena_bytes}";
+    // The program's description (`const` in its opaque type, so that its
+    // address is a pointer to const).
+    auto programType = emitc::OpaqueType::get(c, "const loomrt_program");
+    emitc::GlobalOp::create(b, loc(), "loom_program", programType,
+                            emitc::OpaqueAttr::get(c, program.str()),
+                            /*extern_specifier=*/false,
+                            /*static_specifier=*/true,
+                            /*const_specifier=*/false);
+    // int main(int argc, char **argv): the runtime's training loop.
+    Type i32 = b.getI32Type();
+    auto argv = emitc::PointerType::get(
+        emitc::PointerType::get(emitc::OpaqueType::get(c, "char")));
+    auto mainFn = func::FuncOp::create(
+        b, loc(), "main", FunctionType::get(c, {i32, argv}, {i32}));
+    Block *entry = mainFn.addEntryBlock();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(entry);
+    Value description = emitc::GetGlobalOp::create(
+        b, loc(), emitc::LValueType::get(programType), "loom_program");
+    Value address = emitc::AddressOfOp::create(
+        b, loc(), emitc::PointerType::get(programType), description);
+    Value rc = emitc::CallOpaqueOp::create(
+                   b, loc(), TypeRange{i32}, "loomrt_main",
+                   ValueRange{entry->getArgument(0), entry->getArgument(1),
+                              address})
+                   .getResult(0);
+    func::ReturnOp::create(b, loc(), rc);
     model.erase();
     return success();
   }

@@ -48,8 +48,9 @@ def LoomLowerToRuntime : Pass<"loom-lower-to-runtime", "::mlir::ModuleOp"> {
     (`loomrt_tensor`) or the memory plan (`loomrt_scratch`); every op is a
     `func.call` to `loomrt_<op>` with the arguments of the rule in
     `loomrt.h`; a `train.repeat` is an `scf.for` over views of its stacked
-    operands. The tensor table, the shape table and `main` are emitted as
-    `emitc.verbatim` C++. Upstream `convert-scf-to-emitc`,
+    operands. The tensor table, the shape table and the program's
+    description are `emitc.global`s and `main` a `func.func` calling
+    `loomrt_main`. Upstream `convert-scf-to-emitc`,
     `convert-arith-to-emitc` and `convert-func-to-emitc` then give EmitC,
     and `loomc` prints C++ with MLIR's C++ emitter.
   }];

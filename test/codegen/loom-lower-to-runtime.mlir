@@ -10,7 +10,7 @@
 // ids, attributes in alphabetical order (here transpose_lhs and
 // transpose_rhs as i32 flags). Persistent tensors come from loomrt_tensor,
 // the rest from the arena.
-// CHECK: emitc.verbatim "#include
+// CHECK: emitc.include "loomrt/loomrt.h"
 // CHECK-NEXT: func.func private @loomrt_tensor
 // CHECK: func.func @loom_step(%[[CTX:.*]]: !emitc.ptr<!emitc.opaque<"loomrt_ctx">>)
 // CHECK: %[[W:.*]] = call @loomrt_tensor(%[[CTX]], %{{.*}})
@@ -24,7 +24,15 @@
 // CHECK-NEXT: return
 // CHECK: func.func @loom_eval
 // CHECK-NOT: loomrt_sgd_update
-// CHECK: emitc.verbatim "static const int64_t loom_shapes[]
+// The tables are EmitC globals, and main calls the runtime's loop.
+// CHECK: emitc.global static const @loom_shapes : !emitc.array<{{[0-9]+}}xi64> = dense<
+// CHECK: emitc.global static const @loom_tensors : !emitc.array<5x!emitc.opaque<"loomrt_tensor_desc">> = #emitc.opaque<"{
+// CHECK: emitc.global static @loom_program : !emitc.opaque<"const loomrt_program"> = #emitc.opaque<"{\22linear\22, loom_tensors, 5,
+// CHECK: func.func @main(%[[ARGC:.*]]: i32, %[[ARGV:.*]]: !emitc.ptr<!emitc.ptr<!emitc.opaque<"char">>>) -> i32
+// CHECK-NEXT: %[[G:.*]] = emitc.get_global @loom_program
+// CHECK-NEXT: %[[P:.*]] = emitc.address_of %[[G]]
+// CHECK-NEXT: %[[RC:.*]] = emitc.call_opaque "loomrt_main"(%[[ARGC]], %[[ARGV]], %[[P]])
+// CHECK-NEXT: return %[[RC]] : i32
 // CHECK-NOT: train.
 train.model @linear attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %w = train.param "w" init(#train.init<normal, 0.02>) : tensor<16x4xf32>
