@@ -1,4 +1,4 @@
-//===- LoomPipeline.cpp - loom-pipeline, the one pipeline builder ---------===//
+//===- Phases.cpp - loom-pipeline: the compilation's phases as passes ----===//
 
 #include "passes/Passes.h"
 
