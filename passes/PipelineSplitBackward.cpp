@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/RepeatSplit.h"
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/dist/PipelineLoops.h"
@@ -60,209 +61,6 @@ DenseSet<Operation *> closure(Block &body, ArrayRef<Operation *> roots) {
   return set;
 }
 
-/// What each part recomputes where it needs it rather than stack: index
-/// arithmetic (a cut repeat's iteration offset), and slices and reshapes of
-/// what both parts read whole (a stage's slice of the stacked weights).
-bool isRecomputable(Operation *op) {
-  if (isa<arith::ConstantOp, arith::AddIOp>(op))
-    return llvm::all_of(op->getResultTypes(),
-                        [](Type t) { return isa<IndexType>(t); });
-  if (!isa<SliceOp, ReshapeOp>(op))
-    return false;
-  auto repeat = dyn_cast<RepeatOp>(op->getParentOp());
-  if (!repeat)
-    return false;
-  size_t carries = repeat.getCarries().size();
-  return llvm::all_of(op->getOperands(), [&](Value v) {
-    if (Operation *def = v.getDefiningOp())
-      return def->getBlock() == op->getBlock() && isRecomputable(def);
-    return cast<BlockArgument>(v).getArgNumber() > carries;
-  });
-}
-
-/// Erases the ops of `block` (and of the repeats in it) whose results
-/// nothing reads and that have no effect: a part's share of the
-/// recomputation the other part needs, and the loss the backward
-/// recomputes without reading.
-void eraseDeadOps(Block &block) {
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(block))) {
-    if (auto repeat = dyn_cast<RepeatOp>(op))
-      eraseDeadOps(repeat.getBodyBlock());
-    if (isOpTriviallyDead(&op))
-      op.erase();
-  }
-}
-
-struct Split {
-  RepeatOp first, second;
-  /// The first part's values the second reads, in the original body.
-  SmallVector<Value> crossing;
-};
-
-/// Splits `repeat` into a repeat running the ops `firstOps` (closed under
-/// operands within the body) and one running the others after it.
-FailureOr<Split> splitRepeat(RepeatOp repeat,
-                             const DenseSet<Operation *> &firstOps) {
-  if (repeat.getSavesCarries())
-    return repeat.emitOpError("saves its carries, which a split backward "
-                              "does not");
-  Block &body = repeat.getBodyBlock();
-  YieldOp yield = repeat.getYield();
-  size_t numCarries = repeat.getCarries().size();
-  size_t numStacked = repeat.getStacked().size();
-  auto inFirst = [&](Operation *op) {
-    return firstOps.contains(op) || isRecomputable(op);
-  };
-
-  // A carry stays with the part that makes its next value; a value is the
-  // first part's when its op is, or it is a first carry, or an argument
-  // both parts get (the index, the slices, the invariants).
-  SmallVector<bool> carryFirst(numCarries);
-  auto isCarryArg = [&](Value v) -> std::optional<size_t> {
-    auto arg = dyn_cast<BlockArgument>(v);
-    if (!arg || arg.getOwner() != &body || arg.getArgNumber() == 0 ||
-        arg.getArgNumber() > numCarries)
-      return std::nullopt;
-    return arg.getArgNumber() - 1;
-  };
-  for (auto [i, next] : llvm::enumerate(yield.getCarries())) {
-    if (Operation *def = next.getDefiningOp())
-      carryFirst[i] = firstOps.contains(def);
-    else if (std::optional<size_t> k = isCarryArg(next); k && *k != i)
-      return yield.emitOpError("yields another carry as carry ")
-             << i << ", which a split backward does not support";
-    else
-      carryFirst[i] = true;
-  }
-  auto firstSide = [&](Value v) {
-    if (Operation *def = v.getDefiningOp())
-      return firstOps.contains(def);
-    if (std::optional<size_t> k = isCarryArg(v))
-      return bool(carryFirst[*k]);
-    return true;
-  };
-
-  // The first part must not read the second's carries.
-  for (Operation &op : body.without_terminator())
-    if (firstOps.contains(&op))
-      for (Value v : op.getOperands())
-        if (std::optional<size_t> k = isCarryArg(v); k && !carryFirst[*k])
-          return op.emitOpError("reads a carry that accumulates in the "
-                                "weight part of a split backward");
-
-  Split split;
-  DenseSet<Value> seen;
-  auto cross = [&](Value v) {
-    Operation *def = v.getDefiningOp();
-    if (firstSide(v) && (def ? !isRecomputable(def) : bool(isCarryArg(v))) &&
-        seen.insert(v).second)
-      split.crossing.push_back(v);
-  };
-  for (Operation &op : body.without_terminator())
-    if (!inFirst(&op))
-      for (Value v : op.getOperands())
-        cross(v);
-  // A stacked result comes from the part that makes its slices.
-  SmallVector<bool> stackedFirst;
-  for (Value v : yield.getStacked())
-    stackedFirst.push_back(firstSide(v));
-
-  int64_t count = repeat.getCount();
-  auto stackedType = [&](Type t) {
-    auto tensor = cast<RankedTensorType>(t);
-    SmallVector<int64_t> shape{count};
-    llvm::append_range(shape, tensor.getShape());
-    return RankedTensorType::get(shape, tensor.getElementType());
-  };
-  OpBuilder b(repeat);
-  Location loc = repeat.getLoc();
-  auto bodyArgs = body.getArguments();
-  ValueRange stackedArgs = bodyArgs.slice(1 + numCarries, numStacked);
-  ValueRange invariantArgs = bodyArgs.drop_front(1 + numCarries + numStacked);
-
-  // Builds one part: its carries (by `mine`), all slices and invariants
-  // plus `extraStacked`, the ops `runs`, and the yields of `mine`.
-  auto build = [&](bool firstPart, ValueRange extraStacked,
-                   ArrayRef<Value> extraYields) -> FailureOr<RepeatOp> {
-    SmallVector<Value> carries, stacked(repeat.getStacked());
-    SmallVector<Type> carryTypes, stackedTypes;
-    for (auto [i, init] : llvm::enumerate(repeat.getCarries()))
-      if (carryFirst[i] == firstPart) {
-        carries.push_back(init);
-        carryTypes.push_back(init.getType());
-      }
-    llvm::append_range(stacked, extraStacked);
-    for (auto [i, r] : llvm::enumerate(repeat.getStackedResults()))
-      if (stackedFirst[i] == firstPart)
-        stackedTypes.push_back(r.getType());
-    for (Value v : extraYields)
-      stackedTypes.push_back(stackedType(v.getType()));
-    auto part = RepeatOp::create(b, loc, carryTypes, stackedTypes, count,
-                                 repeat.getReverse(), false, carries, stacked,
-                                 repeat.getInvariants(),
-                                 repeat.getResidualsAttr());
-    part->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
-    Block *block = new Block();
-    part.getBody().push_back(block);
-    IRMapping map;
-    map.map(bodyArgs[0], block->addArgument(bodyArgs[0].getType(), loc));
-    for (size_t i = 0; i < numCarries; ++i)
-      if (carryFirst[i] == firstPart)
-        map.map(bodyArgs[1 + i],
-                block->addArgument(bodyArgs[1 + i].getType(), loc));
-    for (Value a : stackedArgs)
-      map.map(a, block->addArgument(a.getType(), loc));
-    if (!firstPart)
-      for (Value v : split.crossing)
-        map.map(v, block->addArgument(v.getType(), loc));
-    for (Value a : invariantArgs)
-      map.map(a, block->addArgument(a.getType(), loc));
-
-    OpBuilder in = OpBuilder::atBlockEnd(block);
-    for (Operation &op : body.without_terminator())
-      if (isRecomputable(&op) || firstOps.contains(&op) == firstPart)
-        in.clone(op, map);
-    SmallVector<Value> nextCarries, slices;
-    for (auto [i, next] : llvm::enumerate(yield.getCarries()))
-      if (carryFirst[i] == firstPart)
-        nextCarries.push_back(map.lookupOrNull(next));
-    for (auto [i, v] : llvm::enumerate(yield.getStacked()))
-      if (stackedFirst[i] == firstPart)
-        slices.push_back(map.lookupOrNull(v));
-    for (Value v : extraYields)
-      slices.push_back(map.lookupOrNull(v));
-    if (llvm::is_contained(nextCarries, Value()) ||
-        llvm::is_contained(slices, Value()))
-      return repeat.emitOpError("cannot be split into its backward's input "
-                                "and weight parts");
-    YieldOp::create(in, yield.getLoc(), nextCarries, slices);
-    eraseDeadOps(*block);
-    return part;
-  };
-
-  FailureOr<RepeatOp> first = build(true, {}, split.crossing);
-  if (failed(first))
-    return failure();
-  ValueRange crossed =
-      first->getStackedResults().take_back(split.crossing.size());
-  FailureOr<RepeatOp> second = build(false, crossed, {});
-  if (failed(second)) {
-    first->erase();
-    return failure();
-  }
-  split.first = *first;
-  split.second = *second;
-
-  // The original's results, from the part that makes each.
-  size_t c1 = 0, c2 = 0, s1 = 0, s2 = 0;
-  for (auto [i, r] : llvm::enumerate(repeat.getCarryResults()))
-    r.replaceAllUsesWith(carryFirst[i] ? first->getCarryResults()[c1++]
-                                       : second->getCarryResults()[c2++]);
-  for (auto [i, r] : llvm::enumerate(repeat.getStackedResults()))
-    r.replaceAllUsesWith(stackedFirst[i] ? first->getStackedResults()[s1++]
-                                         : second->getStackedResults()[s2++]);
-  return split;
-}
 
 /// The stage a value of the pipeline's backward loop belongs to: its op's
 /// `dist.stage`, or for an op of no stage the one stage its operands have
@@ -343,7 +141,7 @@ struct DistPipelineSplitBackwardPass
       if (roots.empty() ||
           input.size() == r.getBodyBlock().getOperations().size() - 1)
         continue;
-      FailureOr<Split> split = splitRepeat(r, input);
+      FailureOr<RepeatHalves> split = splitRepeat(r, input);
       if (failed(split))
         return failure();
       r.erase();
@@ -355,7 +153,7 @@ struct DistPipelineSplitBackwardPass
     Block &body = backward.getBodyBlock();
     // What the backward recomputes and never reads (the loss, a layer's
     // outputs) would otherwise be kept for the weight part.
-    eraseDeadOps(body);
+    eraseDeadOpsInLoops(body);
     if (failed(splitLayers(body)))
       return failure();
     // The input part: what the stages' transfers need (the gradients a
@@ -391,7 +189,7 @@ struct DistPipelineSplitBackwardPass
       }
     }
 
-    FailureOr<Split> split = splitRepeat(backward, input);
+    FailureOr<RepeatHalves> split = splitRepeat(backward, input);
     if (failed(split))
       return failure();
     auto part = dist::attrs(backward).getBackwardAttrHelper();

@@ -1,8 +1,11 @@
-//===- RepeatSplit.h - cutting a layer loop into runs of layers -*- C++ -*-===//
+//===- RepeatSplit.h - the surgery of train.repeat --------------*- C++ -*-===//
 //
-// The one place a forward `train.repeat` is cut into consecutive runs of
-// its layers: pipeline stages (dist-pipeline-split) and rematerialization
-// policies (dist-remat) both cut a layer loop this way.
+// The one place a `train.repeat` is cut up: a forward loop into
+// consecutive runs of its layers (pipeline stages, dist-pipeline-split,
+// and rematerialization policies, dist-remat), a loop into two around a
+// set of its ops (the backward's input and weight parts,
+// dist-pipeline-split-backward), and a loop's stacked operands replaced
+// (dist-split-projections).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +14,7 @@
 
 #include "dialects/train/TrainDialect.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace loom {
@@ -54,6 +58,35 @@ train::RepeatOp replaceStacked(
     llvm::ArrayRef<
         std::pair<mlir::BlockArgument, llvm::SmallVector<mlir::Value>>>
         replacements);
+
+/// A loop split in two (splitRepeat): the first part runs before the
+/// second; `crossing` are the first part's values the second reads, in the
+/// original body.
+struct RepeatHalves {
+  train::RepeatOp first, second;
+  llvm::SmallVector<mlir::Value> crossing;
+};
+
+/// Splits `repeat` into a repeat running the ops `firstOps` (closed under
+/// operands within the body) and one running the others after it. Carries
+/// stay with the part that makes their next value; every value of the
+/// first part the second reads becomes a stacked result of the first and
+/// a stacked operand of the second, but what `isRecomputable` accepts,
+/// which each part recomputes where it needs it.
+mlir::FailureOr<RepeatHalves>
+splitRepeat(train::RepeatOp repeat,
+            const llvm::DenseSet<mlir::Operation *> &firstOps);
+
+/// What each part of a split recomputes where it needs it rather than
+/// stack: index arithmetic (a cut loop's iteration offset), and slices and
+/// reshapes of what both parts read whole (a stage's slice of the stacked
+/// weights).
+bool isRecomputable(mlir::Operation *op);
+
+/// Erases the ops of `block` (and of the loops in it, first) that nothing
+/// reads and that are trivially dead (train::eraseDeadOps erases a loop
+/// only as a whole).
+void eraseDeadOpsInLoops(mlir::Block &block);
 
 } // namespace loom
 
