@@ -26,5 +26,5 @@ if [ ! -f "$dir/build.ninja" ]; then
 fi
 ninja -C "$dir" -j"${JOBS:-$(nproc)}" loom-opt loomc loom-schedule loomrt_host \
   loomrt-calibrate loomrt-collectives-test loomrt-pipeline-test loom-pmpi-count \
-  loomrt-unit-test \
+  loomrt-unit-test LoomTestKernelDialect \
   loom-docs
