@@ -138,6 +138,34 @@ struct Partitioner {
                zeroPadded(op->getOperand(1), d, depth + 1);
       if (isa<ScaleOp>(op))
         return zeroPadded(op->getOperand(0), d, depth + 1);
+      // The cross-entropy's gradient over classes whose padding is the
+      // lowest float: exp(lowest - max) is 0 and no label names a padded
+      // class. An embedding's gradient: no id names a padding row.
+      if (auto grad = dyn_cast<CrossEntropyGradFromStatsOp>(op)) {
+        auto fill = grad.getLogits().getDefiningOp<dist::FillPaddingOp>();
+        return fill && fill.getDim() == d &&
+               fill.getValue().convertToDouble() ==
+                   double(std::numeric_limits<float>::lowest());
+      }
+      if (auto grad = dyn_cast<EmbeddingGradOp>(op))
+        return d == 0 && grad.getVocabGroup() != 0;
+      // An op linear in an operand (a product, a reshape, a gradient in
+      // its incoming gradient) whose block of that dimension's factor has
+      // zero padding: each padding element of the result is a sum of
+      // products with those zeros (the other operands finite).
+      if (auto it = rules.find(op); it != rules.end()) {
+        const OpShardingRule &rule = it->second;
+        int64_t f = rule.resultFactors[result.getResultNumber()][d];
+        if (rule.linearity == Linearity::PerOperand && f >= 0 &&
+            rule.factorKinds[f] == FactorKind::PassThrough)
+          for (auto [i, fs] : llvm::enumerate(rule.operandFactors)) {
+            if (i >= rule.linearIn.size() || !rule.linearIn[i])
+              continue;
+            for (auto [e, g] : llvm::enumerate(fs))
+              if (g == f && zeroPadded(op->getOperand(i), e, depth + 1))
+                return true;
+          }
+      }
       if (auto repeat = dyn_cast<RepeatOp>(op))
         for (const RepeatLink &link : repeatLinks(repeat))
           if (link.outer == v && link.stacked && d > 0)

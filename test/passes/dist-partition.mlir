@@ -56,17 +56,20 @@ train.model @nested attributes {dist.mesh = #dist.mesh<["dp" = 2, "tp" = 2]>} {
 // A dimension split unevenly (`padded`): each rank holds a block of
 // ceil(7 / 2) = 4 columns, the last one ending in padding. A whole value is
 // padded to 8 columns before its block is taken; the sum over the padded
-// columns reads them filled with zeros; a use that needs them whole (the
-// softmax) gathers the blocks and cuts them to 7.
+// columns of exp (1 in the padding) reads them filled with zeros, while a
+// product of the zero-padded block needs no fill; a use that needs the
+// columns whole (the softmax) gathers the blocks and cuts them to 7.
 // CHECK-LABEL: train.model @padded
 // CHECK: %[[W:.*]] = train.param "w" {{.*}}dist.global_shape = array<i64: 4, 7>, dist.shard_groups = array<i64: 0, 1>{{.*}} : tensor<4x4xf32>
 // CHECK: %[[X:.*]] = train.input "x" : tensor<4x7xf32>
 // CHECK-NEXT: %[[P:.*]] = train.pad %[[X]] low [0, 0] high [0, 1] : tensor<4x7xf32>
 // CHECK-NEXT: %[[XB:.*]] = dist.shard %[[P]] axes {{\[}}[], ["tp"]] : tensor<4x8xf32> -> tensor<4x4xf32>
-// CHECK: %[[M:.*]] = train.mul %[[XB]], %[[W]] : tensor<4x4xf32>
+// CHECK-NEXT: %[[M:.*]] = train.mul %[[XB]], %[[W]] : tensor<4x4xf32>
 // CHECK-NEXT: %[[G:.*]] = dist.all_gather %[[M]] over ["tp"] dim 1 : tensor<4x4xf32> -> tensor<4x8xf32>
 // CHECK-NEXT: %[[C:.*]] = train.slice %[[G]] offsets [0, 0] sizes [4, 7] : tensor<4x8xf32>
-// CHECK-NEXT: %[[F:.*]] = dist.fill_padding %[[M]] over ["tp"] dim 1 size 7 value 0.000000e+00 : tensor<4x4xf32>
+// CHECK-NEXT: train.reduce sum %[[M]] dims [0, 1] : tensor<4x4xf32>
+// CHECK: %[[E:.*]] = train.exp %[[M]] : tensor<4x4xf32>
+// CHECK-NEXT: %[[F:.*]] = dist.fill_padding %[[E]] over ["tp"] dim 1 size 7 value 0.000000e+00 : tensor<4x4xf32>
 // CHECK-NEXT: train.reduce sum %[[F]] dims [0, 1] : tensor<4x4xf32>
 // CHECK: train.softmax %[[C]] : tensor<4x7xf32>
 train.model @padded attributes {dist.mesh = #dist.mesh<["tp" = 2]>} {
@@ -75,8 +78,12 @@ train.model @padded attributes {dist.mesh = #dist.mesh<["tp" = 2]>} {
   %m = train.mul %x, %w {dist.sharding = [#dist.sharding<[{}, {"tp"} padded]>]} : tensor<4x7xf32>, tensor<4x7xf32>
   %s = train.reduce sum %m dims [0, 1] {dist.sharding = [#dist.sharding<[], unreduced = {"tp"}>]} : tensor<4x7xf32>
   %a = dist.all_reduce %s over ["tp"] {dist.sharding = [#dist.sharding<[]>]} : tensor<f32>
+  %e = train.exp %m {dist.sharding = [#dist.sharding<[{}, {"tp"} padded]>]} : tensor<4x7xf32>
+  %t = train.reduce sum %e dims [0, 1] {dist.sharding = [#dist.sharding<[], unreduced = {"tp"}>]} : tensor<4x7xf32>
+  %b = dist.all_reduce %t over ["tp"] {dist.sharding = [#dist.sharding<[]>]} : tensor<f32>
   %p = train.softmax %m {dist.sharding = [#dist.sharding<[{}, {} ]>]} : tensor<4x7xf32>
   %q = train.reduce sum %p dims [0, 1] {dist.sharding = [#dist.sharding<[]>]} : tensor<4x7xf32>
-  %l = train.add %a, %q {dist.sharding = [#dist.sharding<[]>]} : tensor<f32>, tensor<f32>
+  %ab = train.add %a, %b {dist.sharding = [#dist.sharding<[]>]} : tensor<f32>, tensor<f32>
+  %l = train.add %ab, %q {dist.sharding = [#dist.sharding<[]>]} : tensor<f32>, tensor<f32>
   train.output loss(%l : tensor<f32>) updates(%w : tensor<4x7xf32>)
 }
