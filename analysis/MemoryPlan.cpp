@@ -4,6 +4,7 @@
 
 #include "dialects/dist/DistDialect.h"
 #include "dialects/dist/PipelineLoops.h"
+#include "dialects/loom/LoomDialect.h"
 #include "dialects/train/Adjoint.h"
 #include "dialects/train/TrainDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -649,16 +650,139 @@ MemoryPlan loom::analysis::planMemory(
   // A pipeline schedule's micro-batch loops (the forward, its backward
   // and the backward's weight part) run their iterations interleaved.
   SmallVector<Operation *, 3> together;
-  if (auto model = dyn_cast<ModelOp>(block.getParentOp()))
+  if (auto model = dyn_cast<ModelOp>(block.getParentOp());
+      model && runsSchedule(model, ops))
     together = scheduledLoops(model);
-  // Only a function with the backward runs the schedule (the evaluation
-  // runs the forward loop in program order).
-  if (!llvm::all_of(together, [&](Operation *op) { return ops.contains(op); }))
-    together.clear();
   planner.plan.scheduled = !together.empty();
   planner.driven.insert(together.begin(), together.end());
   planner.plan.peakBytes = planner.planBlock(block, &ops, together);
   return std::move(planner.plan);
+}
+
+bool loom::analysis::runsSchedule(ModelOp model,
+                                  const DenseSet<Operation *> &ops) {
+  // Only a function with the backward runs the schedule.
+  SmallVector<Operation *, 3> loops = scheduledLoops(model);
+  return !loops.empty() &&
+         llvm::all_of(loops, [&](Operation *op) { return ops.contains(op); });
+}
+
+bool loom::analysis::runsIn(Operation *op, const DenseSet<Operation *> &ops) {
+  for (; op && !isa<ModelOp>(op); op = op->getParentOp()) {
+    const DenseSet<Operation *> *only = nestedOps(&ops, *op->getBlock());
+    // The model's own ops are named (the step names nothing nested).
+    if (isa<ModelOp>(op->getParentOp()) ? !ops.contains(op)
+                                        : only && !only->contains(op))
+      return false;
+  }
+  return true;
+}
+
+/// The mesh axis of the pipeline and its size (null and 1 without one).
+static std::pair<StringAttr, int64_t> pipelineOf(ModelOp model) {
+  loom::dist::MeshAttr mesh =
+      loom::dist::attrs(model).getMeshAttrHelper().getAttr(model);
+  StringAttr axis =
+      mesh ? mesh.getAxis(loom::dist::AxisRole::Pipeline) : StringAttr();
+  return {axis, axis ? mesh.getSize(loom::dist::AxisRole::Pipeline) : 1};
+}
+
+FailureOr<SmallVector<MemoryPlan>>
+loom::analysis::planFunction(ModelOp model, const DenseSet<Operation *> &ops,
+                             const DenseMap<Value, int64_t> &persistent,
+                             PlanFaults faults) {
+  Block &body = model.getBody().front();
+  auto [axis, pp] = pipelineOf(model);
+  SmallVector<MemoryPlan> plans;
+  for (int64_t c = 0; c < pp; ++c) {
+    plans.push_back(pp == 1 ? planMemory(body, ops, persistent, faults)
+                            : planMemory(body, ops, persistent, faults,
+                                         [&, axis = axis](Operation *op) {
+                                           return runsAt(op, axis, c);
+                                         }));
+    if (failed(verifyInFlightBuffers(body, plans.back())))
+      return failure();
+  }
+  return plans;
+}
+
+void loom::analysis::recordPlans(ModelOp model, StringRef name,
+                                 const DenseSet<Operation *> &ops,
+                                 ArrayRef<MemoryPlan> plans) {
+  Builder b(model.getContext());
+  loom::codegen::LoomDialect &attrs = loom::codegen::planAttrs(model);
+  // Sets `name` in the dictionary attribute `helper` keeps on `op`.
+  auto set = [&](auto helper, Operation *op, Attribute value) {
+    NamedAttrList entries;
+    if (DictionaryAttr old = helper.getAttr(op))
+      entries.append(old.getValue());
+    entries.set(name, value);
+    helper.setAttr(op, entries.getDictionary(model.getContext()));
+  };
+  model.getBody().walk([&](Operation *op) {
+    if (op->getNumResults() == 0 || !runsIn(op, ops))
+      return;
+    SmallVector<Attribute> ranks;
+    for (const MemoryPlan &plan : plans) {
+      SmallVector<int64_t> offsets;
+      for (Value r : op->getResults()) {
+        auto it = plan.placements.find(r);
+        offsets.push_back(it != plan.placements.end() &&
+                                  it->second.kind == Placement::Arena
+                              ? it->second.where
+                              : -1);
+      }
+      ranks.push_back(b.getDenseI64ArrayAttr(offsets));
+    }
+    set(attrs.getOffsetsAttrHelper(), op, b.getArrayAttr(ranks));
+  });
+  SmallVector<int64_t> peaks;
+  for (const MemoryPlan &plan : plans)
+    peaks.push_back(plan.peakBytes);
+  set(attrs.getPeakBytesAttrHelper(), model, b.getDenseI64ArrayAttr(peaks));
+}
+
+FailureOr<SmallVector<MemoryPlan>>
+loom::analysis::recordedPlans(ModelOp model, StringRef name,
+                              const DenseSet<Operation *> &ops,
+                              const DenseMap<Value, int64_t> &persistent) {
+  loom::codegen::LoomDialect &attrs = loom::codegen::planAttrs(model);
+  DictionaryAttr peaks = attrs.getPeakBytesAttrHelper().getAttr(model);
+  auto perRank = peaks ? dyn_cast_or_null<DenseI64ArrayAttr>(peaks.get(name))
+                       : DenseI64ArrayAttr();
+  if (!perRank)
+    return model.emitOpError("has no memory plan for its '")
+           << name << "' function: run loom-memory-plan first";
+  SmallVector<MemoryPlan> plans(perRank.size());
+  bool scheduled = runsSchedule(model, ops);
+  for (auto [plan, peak] : llvm::zip(plans, perRank.asArrayRef())) {
+    plan.peakBytes = peak;
+    plan.scheduled = scheduled;
+    for (auto [v, t] : persistent)
+      plan.placements[v] = {Placement::Persistent, t};
+  }
+  WalkResult walked = model.getBody().walk([&](Operation *op) {
+    if (op->getNumResults() == 0 || !runsIn(op, ops))
+      return WalkResult::advance();
+    DictionaryAttr offsets = attrs.getOffsetsAttrHelper().getAttr(op);
+    auto ranks =
+        offsets ? dyn_cast_or_null<ArrayAttr>(offsets.get(name)) : ArrayAttr();
+    if (!ranks || ranks.size() != plans.size()) {
+      op->emitOpError("has no memory plan for the model's '")
+          << name << "' function (a pass changed the program after "
+          << "loom-memory-plan)";
+      return WalkResult::interrupt();
+    }
+    for (auto [plan, rank] : llvm::zip(plans, ranks))
+      for (auto [r, offset] : llvm::zip(
+               op->getResults(), cast<DenseI64ArrayAttr>(rank).asArrayRef()))
+        if (offset >= 0 && !persistent.count(r))
+          plan.placements[r] = {Placement::Arena, offset};
+    return WalkResult::advance();
+  });
+  if (walked.wasInterrupted())
+    return failure();
+  return plans;
 }
 
 LogicalResult loom::analysis::verifyInFlightBuffers(Block &block,

@@ -135,6 +135,43 @@ MemoryPlan planMemory(
 /// `coordinate`: its `dist.on` names another coordinate there, or not.
 bool runsAt(mlir::Operation *op, mlir::StringAttr axis, int64_t coordinate);
 
+/// Whether a function running `ops` runs a pipeline schedule's micro-batch
+/// loops by its driver: the step does (it runs the backward), the
+/// evaluation runs the forward loop in program order.
+bool runsSchedule(loom::train::ModelOp model,
+                  const llvm::DenseSet<mlir::Operation *> &ops);
+
+/// Whether a function running `ops` (Layout's stepOps or evalOps) runs
+/// `op`, at any depth (nestedOps).
+bool runsIn(mlir::Operation *op, const llvm::DenseSet<mlir::Operation *> &ops);
+
+/// The plans of one function of `model` (the ops `ops` run, `persistent`
+/// in the tensor table): one per pipeline rank, each planning what that
+/// rank's stages run, or one without a pipeline. Each is checked by
+/// verifyInFlightBuffers.
+llvm::FailureOr<llvm::SmallVector<MemoryPlan>>
+planFunction(loom::train::ModelOp model,
+             const llvm::DenseSet<mlir::Operation *> &ops,
+             const llvm::DenseMap<mlir::Value, int64_t> &persistent,
+             PlanFaults faults = {});
+
+/// Records `plans` (planFunction's) as the plan of the function `name`:
+/// under `name` in `loom.offsets` on every op the function runs that has
+/// results (per pipeline rank, one offset per result, -1 for no bytes of
+/// the arena) and in `loom.peak_bytes` on the model (per pipeline rank).
+void recordPlans(loom::train::ModelOp model, llvm::StringRef name,
+                 const llvm::DenseSet<mlir::Operation *> &ops,
+                 llvm::ArrayRef<MemoryPlan> plans);
+
+/// The plans recordPlans recorded for the function `name`, read back: arena
+/// placements from `loom.offsets`, `persistent` in the tensor table. Fails
+/// with a located error where the model has no plan for the function, or
+/// an op it runs has none (a pass changed the program after the plan).
+llvm::FailureOr<llvm::SmallVector<MemoryPlan>>
+recordedPlans(loom::train::ModelOp model, llvm::StringRef name,
+              const llvm::DenseSet<mlir::Operation *> &ops,
+              const llvm::DenseMap<mlir::Value, int64_t> &persistent);
+
 /// Checks that no value an op writes while an asynchronous collective is in
 /// flight (after its `dist.all_reduce_start`, before its `dist.wait`) shares
 /// bytes with the collective's buffers; reports the first that does at the

@@ -1,8 +1,10 @@
 //===- Report.cpp - the plan's figures (loomc --report) -------------------===//
 
 #include "analysis/Report.h"
+
 #include "analysis/Roofline.h"
 #include "dialects/dist/DistDialect.h"
+#include "dialects/loom/LoomDialect.h"
 
 #include "analysis/Layout.h"
 #include "analysis/MemoryPlan.h"
@@ -354,17 +356,30 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
       if (!on || !ppName || loom::dist::onAdmits(on.get(ppName), r))
         pipelineRanks[size_t(r)].gradientBytes += tensorBytes(grad.getType());
   });
-  // Each pipeline rank plans its own arena (what its stages run); the
+  // Each pipeline rank plans its own arena (what its stages run): the plan
+  // loom-memory-plan recorded, or planned here where it did not run. The
   // gradients in it are what its updates consume.
+  SmallVector<int64_t> arenas;
+  DictionaryAttr recorded =
+      loom::codegen::planAttrs(rank).getPeakBytesAttrHelper().getAttr(rank);
+  if (auto peaks =
+          recorded ? dyn_cast_or_null<DenseI64ArrayAttr>(recorded.get("step"))
+                   : DenseI64ArrayAttr()) {
+    arenas.assign(peaks.asArrayRef().begin(), peaks.asArrayRef().end());
+  } else {
+    FailureOr<SmallVector<MemoryPlan>> plans =
+        planFunction(rank, layout->stepOps, layout->stepPersistent);
+    if (failed(plans))
+      return failure();
+    for (const MemoryPlan &p : *plans)
+      arenas.push_back(p.peakBytes);
+  }
+  if (int64_t(arenas.size()) != pp)
+    return rank.emitOpError("has a memory plan of ")
+           << arenas.size() << " pipeline ranks, and " << pp
+           << " pipeline ranks";
   for (int64_t c = 0; c < pp; ++c) {
-    int64_t arena =
-        pp == 1 ? planMemory(body, layout->stepOps, layout->stepPersistent)
-                      .peakBytes
-                : planMemory(body, layout->stepOps, layout->stepPersistent,
-                             {}, [&](Operation *op) {
-                               return runsAt(op, ppName, c);
-                             })
-                      .peakBytes;
+    int64_t arena = arenas[size_t(c)];
     StageStates &s = pipelineRanks[size_t(c)];
     s.activationBytes = std::max<int64_t>(arena - s.gradientBytes, 0);
   }

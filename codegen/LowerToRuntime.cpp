@@ -1129,26 +1129,25 @@ struct Emitter {
     return emitKernel(kernel);
   }
 
-  /// Emits the function; returns each pipeline rank's arena bytes (one
-  /// entry without a pipeline).
-  FailureOr<SmallVector<int64_t>> emitFunction(StringRef name,
-                                  const DenseSet<Operation *> &ops,
-                                  const DenseMap<Value, int64_t> &persistent,
-                                  bool step) {
+  /// Emits the function `name` (`loom_<function>`), whose plans
+  /// loom-memory-plan recorded under `function`; returns each pipeline
+  /// rank's arena bytes (one entry without a pipeline).
+  FailureOr<SmallVector<int64_t>>
+  emitFunction(StringRef function, const DenseSet<Operation *> &ops,
+               const DenseMap<Value, int64_t> &persistent, bool step) {
     Block &body = model.getBody().front();
-    // Each pipeline rank plans what its stages run.
-    rankPlans.clear();
     StringAttr pipelineAxis = mesh.getAxis(dist::AxisRole::Pipeline);
     int64_t pp = pipelineAxis ? mesh.getSize(dist::AxisRole::Pipeline) : 1;
-    for (int64_t c = 0; c < pp; ++c) {
-      rankPlans.push_back(
-          pp == 1 ? planMemory(body, ops, persistent)
-                  : planMemory(body, ops, persistent, {}, [&](Operation *op) {
-                      return runsAt(op, pipelineAxis, c);
-                    }));
-      if (failed(verifyInFlightBuffers(body, rankPlans.back())))
-        return failure();
-    }
+    // Each pipeline rank's plan of what its stages run.
+    FailureOr<SmallVector<MemoryPlan>> recorded =
+        recordedPlans(model, function, ops, persistent);
+    if (failed(recorded))
+      return failure();
+    if (int64_t(recorded->size()) != pp)
+      return model.emitOpError("has a memory plan of ")
+             << recorded->size() << " pipeline ranks for its '" << function
+             << "' function, and " << pp << " pipeline ranks";
+    rankPlans = std::move(*recorded);
     plan = rankPlans.front();
     buffers.clear();
     tensorHandles.clear();
@@ -1158,8 +1157,9 @@ struct Emitter {
     bucketsInFlight.clear();
     repeats = 0;
     b.setInsertionPoint(model);
-    auto fn = func::FuncOp::create(
-        b, loc(), name, FunctionType::get(b.getContext(), {ctxType}, {}));
+    auto fn =
+        func::FuncOp::create(b, loc(), ("loom_" + function).str(),
+                             FunctionType::get(b.getContext(), {ctxType}, {}));
     Block *entry = fn.addEntryBlock();
     ctx = entry->getArgument(0);
     b.setInsertionPointToStart(entry);
@@ -1209,11 +1209,11 @@ struct Emitter {
 
   LogicalResult run() {
     FailureOr<SmallVector<int64_t>> stepBytes = emitFunction(
-        "loom_step", layout.stepOps, layout.stepPersistent, /*step=*/true);
+        "step", layout.stepOps, layout.stepPersistent, /*step=*/true);
     if (failed(stepBytes))
       return failure();
     FailureOr<SmallVector<int64_t>> evalBytes = emitFunction(
-        "loom_eval", layout.evalOps, layout.evalPersistent, /*step=*/false);
+        "eval", layout.evalOps, layout.evalPersistent, /*step=*/false);
     if (failed(evalBytes))
       return failure();
 
@@ -1329,7 +1329,9 @@ struct LoomLowerToRuntimePass
 };
 } // namespace
 
-void loom::codegen::buildCodegenPipeline(OpPassManager &pm) {
+void loom::codegen::buildCodegenPipeline(OpPassManager &pm, bool planMemory) {
+  if (planMemory)
+    pm.addPass(createLoomMemoryPlan());
   pm.addPass(createLoomLowerToRuntime());
   pm.addPass(createSCFToEmitC());
   pm.addPass(createConvertArithToEmitC());
@@ -1341,7 +1343,8 @@ void loom::codegen::registerCodegenPasses() {
   registerLoomCodegenPasses();
   PassPipelineRegistration<>(
       "loom-to-emitc",
-      "Lower a training step to EmitC: loom-lower-to-runtime, then the "
-      "upstream SCF, arith and func conversions to EmitC",
-      buildCodegenPipeline);
+      "Lower a training step to EmitC: loom-memory-plan, "
+      "loom-lower-to-runtime, then the upstream SCF, arith and func "
+      "conversions to EmitC",
+      [](OpPassManager &pm) { buildCodegenPipeline(pm); });
 }

@@ -20,34 +20,28 @@ struct LoomMemoryPlanPass
     : public loom::codegen::impl::LoomMemoryPlanBase<LoomMemoryPlanPass> {
   using Base::Base;
   void runOnOperation() override {
+    PlanFaults faults;
+    faults.releaseInFlightAtStart = testReleaseInFlightAtStart;
     WalkResult result = getOperation().walk([&](ModelOp model) {
       FailureOr<ModelLayout> layout = layoutModel(model);
       if (failed(layout))
         return WalkResult::interrupt();
-      PlanFaults faults;
-      faults.releaseInFlightAtStart = testReleaseInFlightAtStart;
-      MemoryPlan plan = planMemory(model.getBody().front(), layout->stepOps,
-                                   layout->stepPersistent, faults);
-      if (failed(verifyInFlightBuffers(model.getBody().front(), plan)))
+      // The step and the evaluation, each planned once per pipeline rank.
+      FailureOr<SmallVector<MemoryPlan>> step =
+          planFunction(model, layout->stepOps, layout->stepPersistent, faults);
+      if (failed(step))
         return WalkResult::interrupt();
-      Builder b(model.getContext());
-      model.getBody().walk([&](Operation *op) {
-        if (op->getNumResults() == 0 || isa<ModelOp>(op))
-          return;
-        SmallVector<int64_t> offsets;
-        for (Value r : op->getResults()) {
-          auto it = plan.placements.find(r);
-          offsets.push_back(it != plan.placements.end() &&
-                                    it->second.kind == Placement::Arena
-                                ? it->second.where
-                                : -1);
-        }
-        planAttrs(op).getOffsetsAttrHelper().setAttr(
-            op, b.getDenseI64ArrayAttr(offsets));
-      });
-      planAttrs(model).getPeakBytesAttrHelper().setAttr(
-          model, b.getI64IntegerAttr(plan.peakBytes));
-      peakBytes += plan.peakBytes;
+      FailureOr<SmallVector<MemoryPlan>> eval =
+          planFunction(model, layout->evalOps, layout->evalPersistent, faults);
+      if (failed(eval))
+        return WalkResult::interrupt();
+      recordPlans(model, "step", layout->stepOps, *step);
+      recordPlans(model, "eval", layout->evalOps, *eval);
+      int64_t peak = 0;
+      for (const MemoryPlan &plan :
+           llvm::concat<const MemoryPlan>(*step, *eval))
+        peak = std::max(peak, plan.peakBytes);
+      peakBytes += peak;
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

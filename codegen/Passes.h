@@ -21,9 +21,10 @@ namespace loom::codegen {
 #define GEN_PASS_REGISTRATION
 #include "codegen/Passes.h.inc"
 
-/// Lowers trained models to EmitC: loom-lower-to-runtime, then the upstream
+/// Lowers trained models to EmitC: loom-memory-plan (unless `planMemory`
+/// is false: the caller ran it), loom-lower-to-runtime, then the upstream
 /// SCF, arith and func conversions to EmitC.
-void buildCodegenPipeline(mlir::OpPassManager &pm);
+void buildCodegenPipeline(mlir::OpPassManager &pm, bool planMemory = true);
 
 /// Registers the code generation passes and the `loom-to-emitc` pipeline.
 void registerCodegenPasses();

@@ -6,22 +6,25 @@
 include "mlir/Pass/PassBase.td"
 
 def LoomMemoryPlan : Pass<"loom-memory-plan", "::mlir::ModuleOp"> {
-  let summary = "Plan the arena of every training step (liveness-based reuse)";
+  let summary = "Plan the arena of each function of the rank program (liveness-based reuse)";
   let description = [{
-    Places every tensor a training step computes in one arena: each value
-    lives from the op that defines it to its last use, and values whose
-    lifetimes do not overlap share bytes (greedy, largest first, lowest free
-    offset). A reshape aliases its input; a `train.repeat` body is planned
-    once and occupies its own peak while the repeat runs. Parameters,
-    optimizer state and inputs live outside the arena, as do optimizer
-    results written in place over the value they replace.
+    Places every tensor a function of the rank program computes (the
+    training step and the evaluation) in one arena: each value lives from
+    the op that defines it to its last use, and values whose lifetimes do
+    not overlap share bytes (greedy, largest first, lowest free offset). A
+    reshape aliases its input; a `train.repeat` body is planned once and
+    occupies its own peak while the repeat runs. Parameters, optimizer
+    state and inputs live outside the arena, as do optimizer results
+    written in place over the value they replace. With a pipeline each
+    pipeline rank plans what its stages run.
 
-    `loom-lower-to-runtime` plans the same way; this pass records the plan
-    as attributes so it can be read and tested: `loom.offsets` on each op
-    (one byte offset per result, -1 outside the arena) and `loom.peak_bytes`
-    on the model.
+    The plan is computed here once and recorded: `loom.offsets` on each op
+    a function runs (per function, per pipeline rank, one byte offset per
+    result, -1 for no bytes of the arena) and `loom.peak_bytes` on the
+    model (per function, per pipeline rank). `loom-lower-to-runtime` and
+    `loomc --report` read it.
 
-    Both check the plan they make: no op between a `dist.all_reduce_start`
+    It checks the plans it makes: no op between a `dist.all_reduce_start`
     and its `dist.wait` may write bytes of the collective's buffers, which
     the runtime's communication stream owns until the wait.
     `test-release-in-flight-at-start` makes the planner free those buffers
@@ -41,11 +44,12 @@ def LoomMemoryPlan : Pass<"loom-memory-plan", "::mlir::ModuleOp"> {
 def LoomLowerToRuntime : Pass<"loom-lower-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Lower training steps to calls into the Loom runtime";
   let description = [{
-    Turns each trained `train.model` (after `train-optimizer`) into the rank
+    Turns each trained `train.model` (after `train-optimizer` and
+    `loom-memory-plan`, whose recorded plan it reads) into the rank
     program: `func.func @loom_step(%ctx)` runs forward, backward and update;
     `func.func @loom_eval(%ctx)` runs the ops the loss needs. Every value is
     a `!emitc.ptr<!emitc.opaque<"loomrt_buf">>` from the tensor table
-    (`loomrt_tensor`) or the memory plan (`loomrt_scratch`); every op is a
+    (`loomrt_tensor`) or the recorded memory plan (`loomrt_scratch`); every op is a
     `func.call` to `loomrt_<op>` with the arguments of the rule in
     `loomrt.h`; a `train.repeat` is an `scf.for` over views of its stacked
     operands. The tensor table, the shape table and the program's

@@ -9,12 +9,14 @@ using namespace loom::codegen;
 
 void LoomDialect::initialize() {}
 
-/// The enclosing op's recorded arena size, or -1.
-static int64_t enclosingPeak(LoomDialect &dialect, Operation *op) {
+/// The enclosing op's recorded arena sizes of the function `name` (one per
+/// pipeline rank), or null.
+static DenseI64ArrayAttr enclosingPeaks(LoomDialect &dialect, Operation *op,
+                                        StringAttr name) {
   for (op = op->getParentOp(); op; op = op->getParentOp())
-    if (IntegerAttr peak = dialect.getPeakBytesAttrHelper().getAttr(op))
-      return peak.getInt();
-  return -1;
+    if (DictionaryAttr peaks = dialect.getPeakBytesAttrHelper().getAttr(op))
+      return dyn_cast_or_null<DenseI64ArrayAttr>(peaks.get(name));
+  return {};
 }
 
 LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
@@ -23,30 +25,55 @@ LogicalResult LoomDialect::verifyOperationAttribute(Operation *op,
   auto fail = [&]() {
     return op->emitOpError("attribute '") << name.getValue() << "' ";
   };
+  auto dictionary = dyn_cast<DictionaryAttr>(attribute.getValue());
+  bool known = name == getOffsetsAttrHelper().getName() ||
+               name == getPeakBytesAttrHelper().getName();
+  if (known && !dictionary)
+    return fail() << "must be a dictionary of the functions' plans, got "
+                  << attribute.getValue();
   if (name == getOffsetsAttrHelper().getName()) {
-    DenseI64ArrayAttr offsets = getOffsetsAttrHelper().getAttr(op);
-    if (!offsets)
-      return fail() << "must be an array<i64>, got " << attribute.getValue();
-    if (int64_t(offsets.size()) != int64_t(op->getNumResults()))
-      return fail() << "lists " << offsets.size() << " offsets for "
-                    << op->getNumResults() << " results";
-    int64_t peak = enclosingPeak(*this, op);
-    for (int64_t offset : offsets.asArrayRef()) {
-      if (offset < -1)
-        return fail() << "has the offset " << offset
-                      << " (an arena offset, or -1 outside the arena)";
-      if (peak > 0 && offset >= peak)
-        return fail() << "places a value at " << offset
-                      << ", outside the arena of " << peak << " bytes";
+    for (NamedAttribute function : dictionary) {
+      auto ranks = dyn_cast<ArrayAttr>(function.getValue());
+      if (!ranks || !llvm::all_of(ranks, llvm::IsaPred<DenseI64ArrayAttr>))
+        return fail() << "must list an array<i64> per pipeline rank for '"
+                      << function.getName().getValue() << "', got "
+                      << function.getValue();
+      DenseI64ArrayAttr peaks = enclosingPeaks(*this, op, function.getName());
+      if (peaks && peaks.size() != int64_t(ranks.size()))
+        return fail() << "lists " << ranks.size() << " pipeline ranks for '"
+                      << function.getName().getValue() << "', the model's "
+                      << "arena sizes " << peaks.size();
+      for (auto [rank, offsetsAttr] : llvm::enumerate(ranks)) {
+        ArrayRef<int64_t> offsets =
+            cast<DenseI64ArrayAttr>(offsetsAttr).asArrayRef();
+        if (int64_t(offsets.size()) != int64_t(op->getNumResults()))
+          return fail() << "lists " << offsets.size() << " offsets for "
+                        << op->getNumResults() << " results";
+        int64_t peak = peaks ? peaks[rank] : -1;
+        for (int64_t offset : offsets) {
+          if (offset < -1)
+            return fail() << "has the offset " << offset
+                          << " (an arena offset, or -1 outside the arena)";
+          if (peak > 0 && offset >= peak)
+            return fail() << "places a value of '"
+                          << function.getName().getValue() << "' at " << offset
+                          << ", outside the arena of " << peak << " bytes";
+        }
+      }
     }
     return success();
   }
   if (name == getPeakBytesAttrHelper().getName()) {
-    IntegerAttr peak = getPeakBytesAttrHelper().getAttr(op);
-    if (!peak)
-      return fail() << "must be an integer, got " << attribute.getValue();
-    if (peak.getInt() < 0)
-      return fail() << "must not be negative, got " << peak.getInt();
+    for (NamedAttribute function : dictionary) {
+      auto peaks = dyn_cast<DenseI64ArrayAttr>(function.getValue());
+      if (!peaks)
+        return fail() << "must give an array<i64> of arena sizes for '"
+                      << function.getName().getValue() << "', got "
+                      << function.getValue();
+      for (int64_t peak : peaks.asArrayRef())
+        if (peak < 0)
+          return fail() << "must not be negative, got " << peak;
+    }
     return success();
   }
   return op->emitOpError("has the unknown attribute '")

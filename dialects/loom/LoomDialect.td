@@ -16,15 +16,20 @@ def Loom_Dialect : Dialect {
   let cppNamespace = "::loom::codegen";
   let summary = "The code generator's facts: the memory plan";
   let description = [{
-    `loom-memory-plan` records the arena plan of each training step:
-    `loom.offsets` on each op (one byte offset per result, -1 for a value
-    outside the arena) and `loom.peak_bytes` on the model (the arena's
-    size). The dialect verifies both wherever they are set.
+    `loom-memory-plan` records the arena plan of each function of the rank
+    program (`step`, the training step, and `eval`, the evaluation), once
+    per pipeline rank (each rank plans what its stages run):
+    `loom.offsets` on each op with results that the function runs (under
+    the function's name, one `array<i64>` per pipeline rank with one byte
+    offset per result, -1 for a value with no bytes of the arena) and
+    `loom.peak_bytes` on the model (under the function's name, the arena's
+    size per pipeline rank). `loom-lower-to-runtime` and the report read
+    them. The dialect verifies both wherever they are set.
   }];
   let hasOperationAttrVerify = 1;
   let discardableAttrs = (ins
-    "::mlir::DenseI64ArrayAttr":$offsets,
-    "::mlir::IntegerAttr":$peak_bytes
+    "::mlir::DictionaryAttr":$offsets,
+    "::mlir::DictionaryAttr":$peak_bytes
   );
 }
 

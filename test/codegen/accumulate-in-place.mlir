@@ -2,7 +2,7 @@
 // accumulators with the kernels that make them (Megatron-LM's fused
 // gradient accumulation): no gradient tensor per micro-batch.
 // RUN: loom-opt %S/Inputs/tied-accumulation.mlir --loom-pipeline="micro-batches=2" | FileCheck %s --check-prefix=IR
-// RUN: loom-opt %S/Inputs/tied-accumulation.mlir --loom-pipeline="micro-batches=2" --loom-lower-to-runtime | FileCheck %s
+// RUN: loom-opt %S/Inputs/tied-accumulation.mlir --loom-pipeline="micro-batches=2" --loom-memory-plan --loom-lower-to-runtime | FileCheck %s
 
 // The tied embedding's accumulator plus the sum of its two gradients (the
 // head's and the lookup's) becomes a chain: accumulator + head + lookup.

@@ -1,4 +1,4 @@
-// RUN: loom-opt --load-dialect-plugin=%loom_obj/lib/LoomTestKernelDialect.so %s --loom-lower-to-runtime | FileCheck %s
+// RUN: loom-opt --load-dialect-plugin=%loom_obj/lib/LoomTestKernelDialect.so %s --loom-memory-plan --loom-lower-to-runtime | FileCheck %s
 // RUN: loom-opt --load-dialect-plugin=%loom_obj/lib/LoomTestKernelDialect.so %s --loom-to-emitc | FileCheck %s --check-prefix=EMITC
 
 // An op that Loom does not define, from a dialect plugin

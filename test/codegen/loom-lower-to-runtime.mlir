@@ -1,7 +1,7 @@
-// RUN: loom-opt %s --loom-pipeline --loom-lower-to-runtime -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: loom-opt %s --loom-pipeline --loom-memory-plan --loom-lower-to-runtime -split-input-file -verify-diagnostics | FileCheck %s
 // The pass alone, on a training step (after the Loom pipeline): every op a
 // runtime call, no train op left.
-// RUN: loom-opt %S/Inputs/mlp-step.mlir --loom-lower-to-runtime | FileCheck %s --check-prefix=ALONE
+// RUN: loom-opt %S/Inputs/mlp-step.mlir --loom-memory-plan --loom-lower-to-runtime | FileCheck %s --check-prefix=ALONE
 // ALONE-NOT: train.
 // ALONE: call @loomrt_matmul
 // ALONE-NOT: train.

@@ -1,23 +1,26 @@
 // RUN: loom-opt %s --loom-pipeline="remat=full" --loom-memory-plan -split-input-file -verify-diagnostics | FileCheck %s
 
-// Liveness-based reuse: the product dies once exp has read it, and exp,
-// pointwise, writes over it (a pointwise op takes the bytes of an operand
-// of its type that nothing reads after it); reshapes alias their input;
-// the backward's broadcast takes fresh bytes and its two products write
-// over them; the parameter update is written in place (outside the arena,
-// -1); the arena peak is 384 bytes (five 128-byte activations would need
-// 640 without reuse).
+// Liveness-based reuse, planned for each function of the program: the
+// training step (`step`) and the evaluation (`eval`, the forward alone).
+// In the step the product dies once exp has read it, and exp, pointwise,
+// writes over it (a pointwise op takes the bytes of an operand of its type
+// that nothing reads after it); reshapes alias their input; the backward's
+// broadcast takes fresh bytes and its two products write over them; the
+// parameter update is written in place (outside the arena, -1); the step's
+// arena peak is 384 bytes (five 128-byte activations would need 640
+// without reuse). The evaluation runs no backward and no update (their
+// ops have no `eval` entry), and its arena is 192 bytes.
 // CHECK-LABEL: train.model @chain
-// CHECK-SAME: loom.peak_bytes = 384
-// CHECK: train.param "w" {{.*}}loom.offsets = array<i64: -1>
-// CHECK: %[[A:.*]] = train.mul {{.*}}loom.offsets = array<i64: 0>
-// CHECK: %[[B:.*]] = train.exp %[[A]] {loom.offsets = array<i64: 0>}
-// CHECK: train.reshape %[[B]] {loom.offsets = array<i64: 0>}
-// CHECK: %[[G:.*]] = train.broadcast {{.*}}loom.offsets = array<i64: 128>
-// CHECK: %[[GR:.*]] = train.reshape %[[G]] {loom.offsets = array<i64: 128>}
-// CHECK: %[[D:.*]] = train.mul %[[GR]], %[[B]] {loom.offsets = array<i64: 128>}
-// CHECK: train.mul %[[D]], %{{.*}} {loom.offsets = array<i64: 128>}
-// CHECK: train.sgd_update {{.*}}loom.offsets = array<i64: -1>
+// CHECK-SAME: loom.peak_bytes = {eval = array<i64: 192>, step = array<i64: 384>}
+// CHECK: train.param "w" {{.*}}loom.offsets = {eval = [array<i64: -1>], step = [array<i64: -1>]}
+// CHECK: %[[A:.*]] = train.mul {{.*}}eval = [array<i64: 0>], step = [array<i64: 0>]
+// CHECK: %[[B:.*]] = train.exp %[[A]] {{.*}}eval = [array<i64: 0>], step = [array<i64: 0>]
+// CHECK: train.reshape %[[B]] {{.*}}eval = [array<i64: 0>], step = [array<i64: 0>]
+// CHECK: %[[G:.*]] = train.broadcast {{.*}}loom.offsets = {step = [array<i64: 128>]}
+// CHECK: %[[GR:.*]] = train.reshape %[[G]] {loom.offsets = {step = [array<i64: 128>]}}
+// CHECK: %[[D:.*]] = train.mul %[[GR]], %[[B]] {loom.offsets = {step = [array<i64: 128>]}}
+// CHECK: train.mul %[[D]], %{{.*}} {loom.offsets = {step = [array<i64: 128>]}}
+// CHECK: train.sgd_update {{.*}}loom.offsets = {step = [array<i64: -1>]}
 train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %w = train.param "w" init(#train.init<normal, 1.0>) : tensor<4x8xf32>
   %x = train.input "x" : tensor<4x8xf32>
@@ -30,18 +33,19 @@ train.model @chain attributes {optimizer = #train.sgd<>, schedule = #train.sched
 
 // -----
 
-// A repeat body is planned once, for one iteration: its two values share
-// bytes [0, 64) of the arena (tanh writes over the product) while the
-// repeat runs, apart from the carry (64) and the saved carries (192). The
-// backward's weight gradient, which its body yields and nothing else reads,
-// has no bytes of its own (-1): it is made in the loop's result.
+// A repeat body is planned once, for one iteration: in the step its two
+// values share bytes [0, 64) of the arena (tanh writes over the product)
+// while the repeat runs, apart from the carry (64) and the saved carries
+// (192). The backward's weight gradient, which its body yields and nothing
+// else reads, has no bytes of its own (-1): it is made in the loop's
+// result.
 // CHECK-LABEL: train.model @stack
-// CHECK: train.repeat 3 saving_carries {{.*}}loom.offsets = array<i64: 64, 192>
+// CHECK: train.repeat 3 saving_carries {{.*}}step = [array<i64: 64, 192>]
 // CHECK-NEXT: ^bb0
-// CHECK-NEXT: train.matmul {{.*}}loom.offsets = array<i64: 0>
-// CHECK-NEXT: train.tanh {{.*}}loom.offsets = array<i64: 0>
+// CHECK-NEXT: train.matmul {{.*}}step = [array<i64: 0>]
+// CHECK-NEXT: train.tanh {{.*}}step = [array<i64: 0>]
 // CHECK: train.repeat 3 reverse
-// CHECK: train.matmul %{{.*}}, %{{.*}} transpose_lhs {loom.offsets = array<i64: -1>}
+// CHECK: train.matmul %{{.*}}, %{{.*}} transpose_lhs {loom.offsets = {step = [array<i64: -1>]}}
 // CHECK-NEXT: train.yield
 train.model @stack attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
   %w = train.param "w" init(#train.init<normal, 0.5>) : tensor<3x4x4xf32>

@@ -7,18 +7,21 @@
 // accumulators, which no layer loop makes, stay adds.
 // RUN: loom-opt %S/Inputs/chain-rank-m2.mlir --dist-pipeline-fold-accumulations | FileCheck %s
 
-// The memory plan (loom-memory-plan plans the program for all ranks at
-// once): the layer loops' gradients take no arena bytes of their own (-1:
-// written into the accumulators), and the arena's peak falls from 1664 to
-// 1408 bytes (a stage's 3 x 4 x 4 and 1 x 4 x 4 per-micro-batch gradients,
-// 192 and 64 bytes, no longer live beside the accumulators).
+// The memory plan (loom-memory-plan plans each pipeline rank's functions
+// apart, what its stages run): the layer loops' gradients take no arena
+// bytes of their own on the rank that runs them (-1: written into the
+// accumulators), and each rank's step arena shrinks: rank 0's from 1408 to
+// 1152 bytes, rank 1's from 1216 to 1088 (a stage's per-micro-batch
+// gradients, 3 x 4 x 4 and 1 x 4 x 4, no longer live beside the
+// accumulators).
 // RUN: loom-opt %S/Inputs/chain-rank-m2.mlir --loom-memory-plan | FileCheck %s --check-prefix=UNFOLDED
 // RUN: loom-opt %S/Inputs/chain-rank-m2.mlir --dist-pipeline-fold-accumulations --loom-memory-plan | FileCheck %s --check-prefix=FOLDED
-// UNFOLDED: loom.peak_bytes = 1664
-// UNFOLDED: train.repeat 1 reverse {{.*}}loom.offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}>
-// FOLDED: loom.peak_bytes = 1408
-// FOLDED: train.repeat 1 reverse {{.*}}loom.offsets = array<i64: {{[0-9]+}}, -1>
-// FOLDED: train.repeat 3 reverse {{.*}}loom.offsets = array<i64: {{[0-9]+}}, -1>
+// UNFOLDED: loom.peak_bytes = {eval = array<i64: {{[0-9]+}}, {{[0-9]+}}>, step = array<i64: 1408, 1216>}
+// UNFOLDED: train.repeat 1 reverse {{.*}}step = [array<i64: -1, -1>, array<i64: {{[0-9]+}}, {{[0-9]+}}>]
+// UNFOLDED: train.repeat 3 reverse {{.*}}step = [array<i64: {{[0-9]+}}, {{[0-9]+}}>, array<i64: -1, -1>]
+// FOLDED: loom.peak_bytes = {eval = array<i64: {{[0-9]+}}, {{[0-9]+}}>, step = array<i64: 1152, 1088>}
+// FOLDED: train.repeat 1 reverse {{.*}}step = [array<i64: -1, -1>, array<i64: {{[0-9]+}}, -1>]
+// FOLDED: train.repeat 3 reverse {{.*}}step = [array<i64: {{[0-9]+}}, -1>, array<i64: -1, -1>]
 
 // CHECK:      train.repeat 2 reverse carry(
 // CHECK-SAME:   tensor<3x4x4xf32>, tensor<1x4x4xf32>)

@@ -741,6 +741,9 @@ struct Compilation {
   /// ZeRO's blocks), not from the one-rank plan over dp.
   bool tensorOrPipeline = false;
   int64_t pp = 1;
+  /// Whether loom-memory-plan has recorded the rank program's plan, which
+  /// the report and the code generator read.
+  bool planned = false;
 
   explicit Compilation(MLIRContext &context) : context(context) {}
 
@@ -750,6 +753,7 @@ struct Compilation {
   int buildOptions();
   int runPhase(loom::Phase from, loom::Phase until);
   int reportAndCheckFit();
+  int planMemory();
   int emitAndLink();
 };
 
@@ -932,6 +936,8 @@ int Compilation::reportAndCheckFit() {
       return rc;
     if (failed(checkEveryAxisSplits(*module, config.mesh)))
       return 1;
+    if (int rc = planMemory())
+      return rc;
   }
   if (!plan)
     return 0;
@@ -1005,13 +1011,27 @@ int Compilation::reportAndCheckFit() {
   return 0;
 }
 
+/// Plans the rank program's memory once (loom-memory-plan), for the report
+/// and the code generator (the phase's dump is the program before it).
+int Compilation::planMemory() {
+  if (failed(dumpPhase("2-rank-program.mlir", print(*module))))
+    return 1;
+  PassManager pm(&context);
+  pm.addPass(loom::codegen::createLoomMemoryPlan());
+  if (failed(pm.run(*module)))
+    return 1;
+  planned = true;
+  return 0;
+}
+
 /// Lowers the rank program to EmitC, prints it as C++ and compiles and
 /// links it (or writes the C++, --emit=cpp).
 int Compilation::emitAndLink() {
-  if (failed(dumpPhase("2-rank-program.mlir", print(*module))))
-    return 1;
+  if (!planned)
+    if (int rc = planMemory())
+      return rc;
   PassManager codegen(&context);
-  loom::codegen::buildCodegenPipeline(codegen);
+  loom::codegen::buildCodegenPipeline(codegen, /*planMemory=*/false);
   if (failed(codegen.run(*module)))
     return 1;
   if (failed(dumpPhase("3-emitc.mlir", print(*module))))
