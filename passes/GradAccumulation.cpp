@@ -110,25 +110,15 @@ struct MicroBatchCloner {
       slices.push_back(map.lookupOrDefault(v));
     YieldOp::create(inner, yield.getLoc(), carries, slices);
 
-    SmallVector<Type> carryTypes, stackedTypes;
-    for (Value v : repeat.getCarries())
-      carryTypes.push_back(map.lookupOrDefault(v).getType());
-    for (Value v : slices) {
-      auto t = cast<RankedTensorType>(v.getType());
-      SmallVector<int64_t> shape{int64_t(repeat.getCount())};
-      llvm::append_range(shape, t.getShape());
-      stackedTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
-    }
     auto mapAll = [&](ValueRange values) {
       return llvm::to_vector(llvm::map_range(
           values, [&](Value v) { return map.lookupOrDefault(v); }));
     };
-    auto copy = RepeatOp::create(
-        b, loc, carryTypes, stackedTypes, repeat.getCount(),
-        repeat.getReverse(), repeat.getSavesCarries(),
-        mapAll(repeat.getCarries()), mapAll(repeat.getStacked()),
-        mapAll(repeat.getInvariants()), repeat.getResidualsAttr());
-    copy.getBody().push_back(block);
+    RepeatOp::Parts parts = repeat.getParts();
+    parts.carries = mapAll(repeat.getCarries());
+    parts.stacked = mapAll(repeat.getStacked());
+    parts.invariants = mapAll(repeat.getInvariants());
+    auto copy = RepeatOp::createWithBody(b, loc, parts, block);
     copy->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
     for (auto [from, to] : llvm::zip(repeat.getResults(), copy.getResults())) {
       map.map(from, to);

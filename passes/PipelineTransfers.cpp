@@ -203,35 +203,16 @@ struct Transfers {
       });
       received.push_back(r);
     }
-    int64_t count = forward.getCount();
     size_t numCarries = forward.getCarries().size();
     size_t numUser = forward.getStackedResults().size() - numCarries;
-    OpBuilder b(forward);
-    SmallVector<Type> stackedTypes;
-    for (Value r : forward.getStackedResults().take_front(numUser))
-      stackedTypes.push_back(r.getType());
-    for (Value r : received) {
-      auto t = cast<RankedTensorType>(r.getType());
-      SmallVector<int64_t> shape{count};
-      llvm::append_range(shape, t.getShape());
-      stackedTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
-    }
-    for (Value r : forward.getStackedResults().take_back(numCarries))
-      stackedTypes.push_back(r.getType());
-    auto saving = RepeatOp::create(
-        b, forward.getLoc(), forward.getCarryResults().getTypes(),
-        stackedTypes, count, forward.getReverse(), forward.getSavesCarries(),
-        forward.getCarries(), forward.getStacked(), forward.getInvariants(),
-        forward.getResidualsAttr());
-    saving->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
-    saving.getBody().takeBody(forward.getBody());
-    YieldOp yield = saving.getYield();
+    YieldOp yield = forward.getYield();
     SmallVector<Value> slices(yield.getStacked().take_front(numUser));
     llvm::append_range(slices, received);
     llvm::append_range(slices, yield.getStacked().take_back(numCarries));
-    OpBuilder y(yield);
-    YieldOp::create(y, yield.getLoc(), yield.getCarries(), slices);
-    yield.erase();
+    IRRewriter rewriter(forward->getContext());
+    rewriter.setInsertionPoint(forward);
+    RepeatOp saving =
+        forward.rebuild(rewriter, forward.getParts(), ValueRange(slices));
     for (auto [i, r] : llvm::enumerate(forward.getCarryResults()))
       r.replaceAllUsesWith(saving.getCarryResults()[i]);
     for (size_t i = 0; i < numUser; ++i)
@@ -302,34 +283,17 @@ struct Transfers {
       return;
 
     // The forward: each received copy, one more residual.
-    int64_t count = forward.getCount();
-    OpBuilder b(forward);
-    SmallVector<Type> stackedTypes(
-        forward.getStackedResults().take_front(numUser + numResiduals)
-            .getTypes());
     SmallVector<Value> slices(
         fYield.getStacked().take_front(numUser + numResiduals));
-    for (Edge &e : edges) {
-      auto t = cast<RankedTensorType>(e.received.getType());
-      SmallVector<int64_t> shape{count};
-      llvm::append_range(shape, t.getShape());
-      stackedTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
+    for (Edge &e : edges)
       slices.push_back(e.received);
-    }
-    llvm::append_range(stackedTypes,
-                       forward.getStackedResults().take_back(numCarries)
-                           .getTypes());
     llvm::append_range(slices, fYield.getStacked().take_back(numCarries));
-    auto saving = RepeatOp::create(
-        b, forward.getLoc(), forward.getCarryResults().getTypes(),
-        stackedTypes, count, forward.getReverse(), forward.getSavesCarries(),
-        forward.getCarries(), forward.getStacked(), forward.getInvariants(),
-        b.getI64IntegerAttr(int64_t(numResiduals + edges.size())));
-    saving->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
-    saving.getBody().takeBody(forward.getBody());
-    OpBuilder y(fYield);
-    YieldOp::create(y, fYield.getLoc(), fYield.getCarries(), slices);
-    fYield.erase();
+    IRRewriter rewriter(forward->getContext());
+    rewriter.setInsertionPoint(forward);
+    RepeatOp::Parts parts = forward.getParts();
+    parts.residuals =
+        rewriter.getI64IntegerAttr(int64_t(numResiduals + edges.size()));
+    RepeatOp saving = forward.rebuild(rewriter, parts, ValueRange(slices));
     for (auto [i, r] : llvm::enumerate(forward.getCarryResults()))
       r.replaceAllUsesWith(saving.getCarryResults()[i]);
     for (size_t i = 0; i < numUser + numResiduals; ++i)
@@ -844,25 +808,17 @@ struct Transfers {
     OpBuilder b(backward);
     Location loc = backward.getLoc();
     SmallVector<Value> carries;
-    SmallVector<Type> carryTypes;
     for (auto [k, init] : llvm::enumerate(backward.getCarries()))
-      if (parts[k].empty()) {
+      if (parts[k].empty())
         carries.push_back(init);
-        carryTypes.push_back(init.getType());
-      }
     size_t kept = carries.size();
     for (auto &list : parts)
-      for (Part &part : list) {
+      for (Part &part : list)
         carries.push_back(zerosLike(b, loc, part.value.getType()));
-        carryTypes.push_back(part.value.getType());
-      }
-    auto loop = RepeatOp::create(
-        b, loc, carryTypes, backward.getStackedResults().getTypes(),
-        backward.getCount(), backward.getReverse(), backward.getSavesCarries(),
-        carries, backward.getStacked(), backward.getInvariants(),
-        backward.getResidualsAttr());
-    loop->setDiscardableAttrs(backward->getDiscardableAttrDictionary());
-    loop.getBody().takeBody(backward.getBody());
+    IRRewriter rewriter(b);
+    RepeatOp::Parts loopParts = backward.getParts();
+    loopParts.carries = carries;
+    RepeatOp loop = backward.rebuild(rewriter, loopParts);
 
     // In the body: each part's accumulation on its stage.
     OpBuilder in(yield);

@@ -120,30 +120,14 @@ void prefetch(RepeatOp repeat, MutableArrayRef<dist::AllGatherOp> gathers) {
   YieldOp::create(atYield, yield.getLoc(), carries, slices);
   yield.erase();
 
-  SmallVector<Type> carryTypes(repeat.getCarryResults().getTypes());
-  SmallVector<Type> stackedTypes(repeat.getStackedResults().getTypes());
-  for (dist::AllGatherOp gather : gathers) {
-    carryTypes.push_back(gather.getType());
-    if (repeat.getSavesCarries()) {
-      auto t = cast<RankedTensorType>(gather.getType());
-      SmallVector<int64_t> shape{count};
-      llvm::append_range(shape, t.getShape());
-      stackedTypes.push_back(RankedTensorType::get(shape, t.getElementType()));
-    }
-  }
   for (dist::AllGatherOp gather : gathers)
     gather.erase();
-  SmallVector<Value> carryInits(repeat.getCarries());
-  llvm::append_range(carryInits, initial);
-  SmallVector<Value> invariants(repeat.getInvariants());
-  llvm::append_range(invariants, wholes);
-  auto rebuilt = RepeatOp::create(b, loc, carryTypes, stackedTypes, count,
-                                  reverse, repeat.getSavesCarries(), carryInits,
-                                  repeat.getStacked(), invariants,
-                                  repeat.getResidualsAttr());
-  rebuilt->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
-  rebuilt.getBody().getBlocks().splice(rebuilt.getBody().end(),
-                                       repeat.getBody().getBlocks());
+  IRRewriter rewriter(repeat->getContext());
+  rewriter.setInsertionPoint(repeat);
+  RepeatOp::Parts parts = repeat.getParts();
+  llvm::append_range(parts.carries, initial);
+  llvm::append_range(parts.invariants, wholes);
+  RepeatOp rebuilt = repeat.rebuild(rewriter, parts);
   for (unsigned i = 0; i < numCarries; ++i)
     repeat.getCarryResults()[i].replaceAllUsesWith(
         rebuilt.getCarryResults()[i]);

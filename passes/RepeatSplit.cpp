@@ -107,15 +107,11 @@ RepeatOp loom::replaceStacked(
     assert(arg.use_empty() && "a replaced slice is still read");
     body.eraseArgument(arg.getArgNumber());
   }
-  OpBuilder b(repeat);
-  auto rebuilt = RepeatOp::create(
-      b, repeat.getLoc(), repeat.getCarryResults().getTypes(),
-      repeat.getStackedResults().getTypes(), repeat.getCount(),
-      repeat.getReverse(), repeat.getSavesCarries(), repeat.getCarries(),
-      stacked, repeat.getInvariants(), repeat.getResidualsAttr());
-  rebuilt->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
-  rebuilt.getBody().getBlocks().splice(rebuilt.getBody().end(),
-                                       repeat.getBody().getBlocks());
+  IRRewriter rewriter(repeat->getContext());
+  rewriter.setInsertionPoint(repeat);
+  RepeatOp::Parts parts = repeat.getParts();
+  parts.stacked = stacked;
+  RepeatOp rebuilt = repeat.rebuild(rewriter, parts);
   repeat.replaceAllUsesWith(rebuilt.getResults());
   repeat.erase();
   return rebuilt;

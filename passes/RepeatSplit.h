@@ -5,7 +5,8 @@
 // and rematerialization policies, dist-remat), a loop into two around a
 // set of its ops (the backward's input and weight parts,
 // dist-pipeline-split-backward), and a loop's stacked operands replaced
-// (dist-split-projections).
+// (dist-split-projections). A loop rebuilt with other operands or slices
+// is built from its parts (train::RepeatOp::getParts and rebuild).
 //
 //===----------------------------------------------------------------------===//
 

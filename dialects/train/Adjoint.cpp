@@ -151,13 +151,6 @@ loom::train::backpropagate(OpBuilder &b, Block &block,
 // train.repeat
 //===----------------------------------------------------------------------===//
 
-static RankedTensorType stackedType(int64_t count, Type slice) {
-  auto t = cast<RankedTensorType>(slice);
-  SmallVector<int64_t> shape{count};
-  llvm::append_range(shape, t.getShape());
-  return RankedTensorType::get(shape, t.getElementType());
-}
-
 /// Erases the ops of `block` whose results nothing reads and that have no
 /// effect (a loop counts as one when its body has none), last first.
 void loom::train::eraseDeadOps(Block &block) {
@@ -212,29 +205,15 @@ Operation *RepeatOp::prepareForBackward(RewriterBase &rewriter) {
   // carry: the carry as it entered each iteration, which the backward pass
   // recomputes from.
   rewriter.setInsertionPoint(getOperation());
-  SmallVector<Type> stackedTypes(getStackedResults().getTypes());
-  for (Value r : residuals)
-    stackedTypes.push_back(stackedType(getCount(), r.getType()));
-  for (Type t : getCarries().getTypes())
-    stackedTypes.push_back(stackedType(getCount(), t));
-  auto saving = RepeatOp::create(
-      rewriter, getLoc(), getCarries().getTypes(), stackedTypes, getCount(),
-      getReverse(), /*saves_carries=*/true, getCarries(), getStacked(),
-      getInvariants(),
-      keepsResiduals() ? rewriter.getI64IntegerAttr(residuals.size())
-                       : IntegerAttr());
-  saving->setDiscardableAttrs(getOperation()->getDiscardableAttrDictionary());
-  rewriter.inlineRegionBefore(getBody(), saving.getBody(),
-                              saving.getBody().end());
-  Block &savingBody = saving.getBodyBlock();
-  YieldOp yield = saving.getYield();
-  SmallVector<Value> slices(yield.getStacked());
+  SmallVector<Value> slices(getYield().getStacked());
   llvm::append_range(slices, residuals);
-  llvm::append_range(slices,
-                     savingBody.getArguments().slice(1, getCarries().size()));
-  rewriter.setInsertionPoint(yield);
-  YieldOp::create(rewriter, yield.getLoc(), yield.getCarries(), slices);
-  rewriter.eraseOp(yield);
+  llvm::append_range(slices, body.getArguments().slice(1, getCarries().size()));
+  Parts parts = getParts();
+  parts.savesCarries = true;
+  parts.residuals = keepsResiduals()
+                        ? rewriter.getI64IntegerAttr(residuals.size())
+                        : IntegerAttr();
+  RepeatOp saving = rebuild(rewriter, parts, ValueRange(slices));
   SmallVector<Value> replacements(saving.getCarryResults());
   llvm::append_range(replacements, saving.getStackedResults().take_front(
                                        getStackedResults().size()));
@@ -480,14 +459,11 @@ static bool pruneResidualsOnce(Operation *root) {
     if (unread.empty())
       continue;
     changed = true;
-    OpBuilder b(reader);
-    auto copy = RepeatOp::create(
-        b, reader.getLoc(), reader.getCarryResults().getTypes(),
-        reader.getStackedResults().getTypes(), reader.getCount(),
-        reader.getReverse(), reader.getSavesCarries(), reader.getCarries(),
-        stacked, reader.getInvariants(), reader.getResidualsAttr());
-    copy->setDiscardableAttrs(reader->getDiscardableAttrDictionary());
-    copy.getBody().takeBody(reader.getBody());
+    IRRewriter rewriter(reader->getContext());
+    rewriter.setInsertionPoint(reader);
+    RepeatOp::Parts parts = reader.getParts();
+    parts.stacked = stacked;
+    RepeatOp copy = reader.rebuild(rewriter, parts);
     for (unsigned arg : llvm::reverse(unread))
       copy.getBodyBlock().eraseArgument(arg);
     reader->replaceAllUsesWith(copy->getResults());
@@ -511,24 +487,16 @@ static bool pruneResidualsOnce(Operation *root) {
       continue;
     changed = true;
     YieldOp yield = forward.getYield();
-    SmallVector<Type> types;
     SmallVector<Value> slices;
-    for (unsigned i : kept) {
-      types.push_back(forward.getStackedResults()[i].getType());
+    for (unsigned i : kept)
       slices.push_back(yield.getStacked()[i]);
-    }
     size_t dropped = forward.getStackedResults().size() - kept.size();
-    OpBuilder b(forward);
-    auto copy = RepeatOp::create(
-        b, forward.getLoc(), forward.getCarryResults().getTypes(), types,
-        forward.getCount(), forward.getReverse(), forward.getSavesCarries(),
-        forward.getCarries(), forward.getStacked(), forward.getInvariants(),
-        b.getI64IntegerAttr(int64_t(numResiduals - dropped)));
-    copy->setDiscardableAttrs(forward->getDiscardableAttrDictionary());
-    copy.getBody().takeBody(forward.getBody());
-    OpBuilder y(yield);
-    YieldOp::create(y, yield.getLoc(), yield.getCarries(), slices);
-    yield.erase();
+    IRRewriter rewriter(forward->getContext());
+    rewriter.setInsertionPoint(forward);
+    RepeatOp::Parts parts = forward.getParts();
+    parts.residuals =
+        rewriter.getI64IntegerAttr(int64_t(numResiduals - dropped));
+    RepeatOp copy = forward.rebuild(rewriter, parts, ValueRange(slices));
     for (size_t i = 0; i < numCarries; ++i)
       forward.getCarryResults()[i].replaceAllUsesWith(copy.getCarryResults()[i]);
     for (auto [k, i] : llvm::enumerate(kept))
@@ -541,16 +509,11 @@ static bool pruneResidualsOnce(Operation *root) {
 
 RepeatOp loom::train::appendStackedOperands(RepeatOp repeat, ValueRange extra,
                                             SmallVectorImpl<BlockArgument> &slices) {
-  OpBuilder b(repeat);
-  SmallVector<Value> stacked(repeat.getStacked());
-  llvm::append_range(stacked, extra);
-  auto copy = RepeatOp::create(
-      b, repeat.getLoc(), repeat.getCarryResults().getTypes(),
-      repeat.getStackedResults().getTypes(), repeat.getCount(),
-      repeat.getReverse(), repeat.getSavesCarries(), repeat.getCarries(),
-      stacked, repeat.getInvariants(), repeat.getResidualsAttr());
-  copy->setDiscardableAttrs(repeat->getDiscardableAttrDictionary());
-  copy.getBody().takeBody(repeat.getBody());
+  IRRewriter rewriter(repeat->getContext());
+  rewriter.setInsertionPoint(repeat);
+  RepeatOp::Parts parts = repeat.getParts();
+  llvm::append_range(parts.stacked, extra);
+  RepeatOp copy = repeat.rebuild(rewriter, parts);
   Block &body = copy.getBodyBlock();
   unsigned at = 1 + repeat.getCarries().size() + repeat.getStacked().size();
   for (Value v : extra) {

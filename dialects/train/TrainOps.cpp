@@ -154,6 +154,69 @@ YieldOp RepeatOp::getYield() {
   return dyn_cast<YieldOp>(getBody().front().getTerminator());
 }
 
+RankedTensorType RepeatOp::getStackedType(int64_t count, Type slice) {
+  auto t = cast<RankedTensorType>(slice);
+  SmallVector<int64_t> shape{count};
+  llvm::append_range(shape, t.getShape());
+  return RankedTensorType::get(shape, t.getElementType());
+}
+
+RepeatOp::Parts RepeatOp::getParts() {
+  Parts parts;
+  parts.carries.assign(getCarries().begin(), getCarries().end());
+  parts.stacked.assign(getStacked().begin(), getStacked().end());
+  parts.invariants.assign(getInvariants().begin(), getInvariants().end());
+  parts.count = int64_t(getCount());
+  parts.reverse = getReverse();
+  parts.savesCarries = getSavesCarries();
+  parts.residuals = getResidualsAttr();
+  return parts;
+}
+
+/// The result types of a repeat of `parts` whose body yields `yield`.
+static std::pair<SmallVector<Type>, SmallVector<Type>>
+resultTypes(const RepeatOp::Parts &parts, YieldOp yield) {
+  SmallVector<Type> carryTypes, stackedTypes;
+  for (Value v : parts.carries)
+    carryTypes.push_back(v.getType());
+  for (Value slice : yield.getStacked())
+    stackedTypes.push_back(
+        RepeatOp::getStackedType(parts.count, slice.getType()));
+  return {carryTypes, stackedTypes};
+}
+
+RepeatOp RepeatOp::createWithBody(OpBuilder &b, Location loc,
+                                  const Parts &parts, Block *body) {
+  auto [carryTypes, stackedTypes] =
+      resultTypes(parts, cast<YieldOp>(body->getTerminator()));
+  auto repeat =
+      RepeatOp::create(b, loc, carryTypes, stackedTypes, parts.count,
+                       parts.reverse, parts.savesCarries, parts.carries,
+                       parts.stacked, parts.invariants, parts.residuals);
+  repeat.getBody().push_back(body);
+  return repeat;
+}
+
+RepeatOp RepeatOp::rebuild(RewriterBase &rewriter, const Parts &parts,
+                           std::optional<ValueRange> slices) {
+  YieldOp yield = getYield();
+  if (slices) {
+    OpBuilder::InsertionGuard guard(rewriter);
+    rewriter.setInsertionPoint(yield);
+    SmallVector<Value> carries(yield.getCarries());
+    yield = rewriter.replaceOpWithNewOp<YieldOp>(yield, carries, *slices);
+  }
+  auto [carryTypes, stackedTypes] = resultTypes(parts, yield);
+  auto rebuilt = RepeatOp::create(
+      rewriter, getLoc(), carryTypes, stackedTypes, parts.count, parts.reverse,
+      parts.savesCarries, parts.carries, parts.stacked, parts.invariants,
+      parts.residuals);
+  rebuilt->setDiscardableAttrs(getOperation()->getDiscardableAttrDictionary());
+  rewriter.inlineRegionBefore(getBody(), rebuilt.getBody(),
+                              rebuilt.getBody().end());
+  return rebuilt;
+}
+
 LogicalResult RepeatOp::verify() {
   Block &block = getBody().front();
   if (block.empty() || !isa<YieldOp>(block.back()))

@@ -271,6 +271,38 @@ def Train_RepeatOp : Train_Op<"repeat", [SingleBlock, IsolatedFromAbove,
       return getStackedResults().size() - getNumResiduals() -
              (getSavesCarries() ? getCarries().size() : 0);
     }
+
+    /// The type of `count` slices of type `slice` stacked.
+    static ::mlir::RankedTensorType getStackedType(int64_t count,
+                                                   ::mlir::Type slice);
+
+    /// What a repeat is built from: its operand lists and attributes.
+    /// `getParts` reads them off a repeat, to change and build from
+    /// (`rebuild`, `createWithBody`): every pass that changes a loop's
+    /// operands or results does it through these two.
+    struct Parts {
+      ::llvm::SmallVector<::mlir::Value> carries, stacked, invariants;
+      int64_t count = 1;
+      bool reverse = false, savesCarries = false;
+      ::mlir::IntegerAttr residuals;
+    };
+    Parts getParts();
+
+    /// A repeat of `parts`, at `b`'s insertion point, whose body is `body`
+    /// (ending in its yield): its carry results have the types of
+    /// `parts.carries`, its stacked results those of the yield's slices
+    /// stacked `parts.count` times.
+    static RepeatOp createWithBody(::mlir::OpBuilder &b, ::mlir::Location loc,
+                                   const Parts &parts, ::mlir::Block *body);
+
+    /// A repeat of `parts`, at the rewriter's insertion point, that takes
+    /// this repeat's body (its block arguments are the caller's to change)
+    /// and discardable attributes; where `slices` is given, the body's
+    /// yield stacks them instead of its own. Result types as in
+    /// `createWithBody`. This repeat is left, its body empty, for the
+    /// caller to replace and erase.
+    RepeatOp rebuild(::mlir::RewriterBase &rewriter, const Parts &parts,
+                     std::optional<::mlir::ValueRange> slices = std::nullopt);
   }];
 }
 
