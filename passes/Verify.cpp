@@ -27,10 +27,14 @@ struct TrainVerifyPass : public loom::impl::TrainVerifyBase<TrainVerifyPass> {
   LogicalResult verifyModel(ModelOp model) {
     Block &body = model.getBody().front();
     WalkResult walk = model.getBody().walk([&](Operation *op) {
-      if (isa<TrainDialect, arith::ArithDialect>(op->getDialect()))
+      // Another dialect's op runs where it has a runtime kernel (a dialect
+      // plugin's, linked with loomc --kernels).
+      if (isa<TrainDialect, arith::ArithDialect>(op->getDialect()) ||
+          isa<KernelOpInterface>(op))
         return WalkResult::advance();
-      op->emitOpError("is not allowed in a 'train.model': only train ops and "
-                      "arith constants are");
+      op->emitOpError("is not allowed in a 'train.model': only train ops, "
+                      "arith constants and ops with a runtime kernel "
+                      "(KernelOpInterface) are");
       return WalkResult::interrupt();
     });
     if (walk.wasInterrupted())

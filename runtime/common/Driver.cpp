@@ -49,6 +49,13 @@ Shape loomrt::shapeOf(loomrt_ctx *ctx, int64_t id) {
   return Shape{p->shapes[id], p->shapes + id + 1};
 }
 
+int64_t loomrt_shape(loomrt_ctx *ctx, int64_t shape, const int64_t **dims) {
+  Shape s = shapeOf(ctx, shape);
+  if (dims)
+    *dims = s.dims;
+  return s.rank;
+}
+
 uint64_t loomrt::hashString(const char *s) {
   uint64_t h = 0xcbf29ce484222325ULL; // FNV-1a
   for (; *s; ++s)

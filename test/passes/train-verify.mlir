@@ -32,7 +32,7 @@ train.model @unused {
 
 train.model @foreign {
   %w = train.param "w" init(#train.init<ones>) : tensor<4xf32>
-  // expected-error @+1 {{'func.call' op is not allowed in a 'train.model': only train ops and arith constants are}}
+  // expected-error @+1 {{'func.call' op is not allowed in a 'train.model': only train ops, arith constants and ops with a runtime kernel (KernelOpInterface) are}}
   %x = func.call @f(%w) : (tensor<4xf32>) -> tensor<4xf32>
   %l = train.reduce sum %x dims [0] : tensor<4xf32>
   train.output loss(%l : tensor<f32>)

@@ -19,9 +19,10 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "mlir/Tools/Plugins/PassPlugin.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
+#include "mlir/Tools/Plugins/DialectPlugin.h"
+#include "mlir/Tools/Plugins/PassPlugin.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -181,6 +182,20 @@ static cl::list<std::string> passPlugins(
              "the installed Loom, see examples/pass-plugin)"),
     cl::value_desc("LIB"), cl::cat(loomcCategory));
 
+static cl::list<std::string> dialectPlugins(
+    "load-dialect-plugin",
+    cl::desc("Load the MLIR dialect plugin LIB: its ops may appear in the "
+             "model where they implement train's KernelOpInterface (their "
+             "kernels linked with --kernels)"),
+    cl::value_desc("LIB"), cl::cat(loomcCategory));
+
+static cl::list<std::string> kernelFiles(
+    "kernels",
+    cl::desc("Compile and link FILE into the program (C or C++ source, "
+             "object or library): the loomrt_<op> kernels of a dialect "
+             "plugin's ops"),
+    cl::value_desc("FILE"), cl::cat(loomcCategory));
+
 static cl::opt<std::string> insertAfter(
     "insert-after",
     cl::desc("Run --plugin-pipeline right after the pipeline's pass PASS "
@@ -308,6 +323,7 @@ static int buildExecutable(StringRef cpp, StringRef out) {
   std::vector<std::string> args = {toolchain->driver, "-O2", "-std=c++17",
                                    "-w", includeFlag,
                                    std::string(source)};
+  args.insert(args.end(), kernelFiles.begin(), kernelFiles.end());
   bool nvcc = target == Target::Cuda;
   // A sanitized loomc builds sanitized programs: its runtime needs the
   // sanitizers' own runtime, and the program is checked as it trains.
@@ -694,6 +710,22 @@ static int reportPipeline(ModuleOp step, loom::dist::MeshAttr mesh,
   return 0;
 }
 
+/// Loads the --load-dialect-plugin libraries into `registry`, and checks
+/// that every --kernels file exists.
+static int loadDialectPlugins(DialectRegistry &registry) {
+  for (const std::string &path : dialectPlugins) {
+    auto plugin = DialectPlugin::load(path);
+    if (!plugin)
+      return fail("--load-dialect-plugin=" + path + ": " +
+                  llvm::toString(plugin.takeError()));
+    plugin->registerDialectRegistryCallbacks(registry);
+  }
+  for (const std::string &path : kernelFiles)
+    if (!llvm::sys::fs::exists(path))
+      return fail("--kernels=" + path + ": no such file");
+  return 0;
+}
+
 /// Loads the --load-pass-plugin libraries into the pass registry.
 static int loadPassPlugins() {
   for (const std::string &path : passPlugins) {
@@ -1063,6 +1095,8 @@ int main(int argc, char **argv) {
                   loom::codegen::LoomDialect, arith::ArithDialect,
                   func::FuncDialect, scf::SCFDialect, emitc::EmitCDialect>();
   loom::registerTrainShardingRules(registry);
+  if (int rc = loadDialectPlugins(registry))
+    return rc;
   MLIRContext context(registry);
   // Errors point at the model's lines; the op they are on is not dumped.
   context.printOpOnDiagnostic(false);

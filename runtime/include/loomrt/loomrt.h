@@ -326,6 +326,10 @@ loomrt_buf *loomrt_view(loomrt_ctx *ctx, loomrt_buf *base, int64_t offset);
 loomrt_buf *loomrt_null(loomrt_ctx *ctx);
 void loomrt_copy(loomrt_ctx *ctx, loomrt_buf *dst, loomrt_buf *src,
                  int64_t bytes);
+/* The shape `shape` (a shape id of the rule above) of the running program:
+   its rank, and its dimensions in `*dims`. For kernels outside the runtime
+   (a dialect plugin's op, linked with loomc --kernels). */
+int64_t loomrt_shape(loomrt_ctx *ctx, int64_t shape, const int64_t **dims);
 /* Every element of `dst` (of shape `shape`) set to `value`. */
 void loomrt_fill(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
                  double value);
