@@ -13,12 +13,7 @@ enum { kParam = 0, kState = 1, kInput = 2, kIteration = 3, kLoss = 4 };
 /// The number of ranks in the runtime group `mask` of `op`'s mesh.
 static int64_t groupSize(Operation *op, int64_t mask) {
   loom::dist::MeshAttr mesh = loom::dist::MeshAttr::lookup(op);
-  int64_t size = 1;
-  if (mesh)
-    for (auto [a, n] : llvm::enumerate(mesh.getSizes()))
-      if (mask & (int64_t(1) << a))
-        size *= n;
-  return size;
+  return mesh ? mesh.getGroupSize(mask) : 1;
 }
 
 /// The bound of an integer input's values: the vocabulary of the embedding

@@ -298,10 +298,7 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
     if (t.role != 0 || t.globalShape.empty() || !mesh)
       continue;
     for (auto [d, mask] : llvm::enumerate(t.shardGroups)) {
-      int64_t blocks = 1;
-      for (auto [a, n] : llvm::enumerate(mesh.getSizes()))
-        if (mask & (int64_t(1) << a))
-          blocks *= n;
+      int64_t blocks = mesh.getGroupSize(mask);
       int64_t block = t.type.getDimSize(d);
       if (blocks * block != t.globalShape[d])
         padding.push_back({t.partOf.empty() ? t.name : t.partOf, int64_t(d),

@@ -274,19 +274,15 @@ struct Partitioner {
     for (int64_t d = 0, e = want.size(); d < e; ++d) {
       extra[d].assign(want[d].begin() + have[d].size(), want[d].end());
       any |= !extra[d].empty();
-      int64_t size = cast<RankedTensorType>(cur.getType()).getDimSize(d);
-      int64_t n = mesh.getGroupSize(extra[d]);
-      if (size % n == 0)
-        continue;
-      if (!have[d].empty())
+      high[d] = paddingToDivide(cast<RankedTensorType>(cur.getType()), d,
+                                mesh.getGroupSize(extra[d]));
+      if (high[d] && !have[d].empty())
         return emitError(loc)
                << "dimension " << d << " of " << cur.getType()
                << ", split over " << axesAttr(have) << ", does not divide over "
                << axesAttr(extra) << " as well";
-      high[d] = llvm::divideCeil(size, n) * n - size;
     }
-    if (llvm::any_of(high, [](int64_t h) { return h != 0; }))
-      cur = PadOp::create(b, loc, cur, SmallVector<int64_t>(high.size()), high);
+    cur = padAtEnd(b, loc, cur, high);
     if (any) {
       cur = dist::ShardOp::create(
           b, loc, localType(cast<RankedTensorType>(cur.getType()), extra), cur,
@@ -349,15 +345,29 @@ struct Partitioner {
                                ArrayRef<StringAttr> have, int64_t n,
                                Location loc) {
     auto type = cast<RankedTensorType>(v.getType());
-    int64_t size = type.getDimSize(dim);
-    if (size % n == 0)
-      return v;
-    if (!have.empty())
+    SmallVector<int64_t> high(type.getRank(), 0);
+    high[dim] = paddingToDivide(type, dim, n);
+    if (high[dim] && !have.empty())
       return emitError(loc)
              << "dimension " << dim << " of " << type
              << " is split already and does not divide over " << n << " ranks";
-    SmallVector<int64_t> high(type.getRank(), 0);
-    high[dim] = llvm::divideCeil(size, n) * n - size;
+    return padAtEnd(b, loc, v, high);
+  }
+
+  /// The zeros to add at the end of dimension `dim` of `type` for `n`
+  /// ranks to divide it.
+  static int64_t paddingToDivide(RankedTensorType type, int64_t dim,
+                                 int64_t n) {
+    int64_t size = type.getDimSize(dim);
+    return llvm::divideCeil(size, n) * n - size;
+  }
+
+  /// `v` with `high[d]` zeros added at the end of each dimension d (`v`
+  /// itself where there are none).
+  static Value padAtEnd(OpBuilder &b, Location loc, Value v,
+                        ArrayRef<int64_t> high) {
+    if (llvm::all_of(high, [](int64_t h) { return h == 0; }))
+      return v;
     return PadOp::create(b, loc, v, SmallVector<int64_t>(high.size()), high)
         .getResult();
   }

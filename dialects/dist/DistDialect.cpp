@@ -235,13 +235,7 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
     MeshAttr mesh = MeshAttr::lookup(op);
     for (auto [whole, local, mask] : llvm::zip(
              shape.asArrayRef(), tensor.getShape(), groups.asArrayRef())) {
-      int64_t ranks = 0;
-      if (mesh && mask >= 0) {
-        ranks = 1;
-        for (auto [a, n] : llvm::enumerate(mesh.getSizes()))
-          if (mask & (int64_t(1) << a))
-            ranks *= n;
-      }
+      int64_t ranks = mesh && mask >= 0 ? mesh.getGroupSize(mask) : 0;
       bool fits = whole >= 1 && local >= 1 &&
                   (ranks ? llvm::divideCeil(whole, ranks) == local
                          : whole % local == 0);
@@ -482,6 +476,14 @@ int64_t MeshAttr::getGroupSize(ArrayRef<StringAttr> axes) const {
   int64_t n = 1;
   for (StringAttr axis : axes)
     n *= getAxisSize(axis.getValue());
+  return n;
+}
+
+int64_t MeshAttr::getGroupSize(int64_t mask) const {
+  int64_t n = 1;
+  for (auto [a, size] : llvm::enumerate(getSizes()))
+    if (mask & (int64_t(1) << a))
+      n *= size;
   return n;
 }
 

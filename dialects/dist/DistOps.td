@@ -201,6 +201,9 @@ def Dist_MeshAttr : AttrDef<Dist_Dialect, "Mesh"> {
     int64_t getAxisSize(::llvm::StringRef axis) const;
     /// The product of the sizes of `axes`.
     int64_t getGroupSize(::mlir::ArrayRef<::mlir::StringAttr> axes) const;
+    /// The number of ranks of the runtime group `mask` (getGroupMask's bit
+    /// mask over the mesh's axes): the product of its axes' sizes.
+    int64_t getGroupSize(int64_t mask) const;
     /// The runtime's group of `axes`: a bit mask over the mesh's axes. Its
     /// ranks are ordered as the mesh orders the axes, so a list of axes
     /// names the same blocks only when it is in device order.

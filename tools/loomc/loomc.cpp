@@ -406,11 +406,7 @@ static LogicalResult checkEveryAxisSplits(ModuleOp module,
       for (auto [whole, block, mask] :
            llvm::zip(global.asArrayRef(), param.getType().getShape(),
                      groups.asArrayRef())) {
-        int64_t ranks = 1;
-        for (auto [a, n] : llvm::enumerate(mesh.getSizes()))
-          if (mask & (int64_t(1) << a))
-            ranks *= n;
-        if (block * ranks == whole)
+        if (block * mesh.getGroupSize(mask) == whole)
           evenly |= mask;
       }
     }
