@@ -3,7 +3,7 @@
 
 // An op that Loom does not define, from a dialect plugin
 // (kernel-plugin/TestKernelOps.td: `loomtest.scale_by`, which declares
-// train's KernelOpInterface and nothing else), lowers with no change to the
+// train's KernelOpInterface and dist's sharding rule), lowers with no change to the
 // code generator: one call of `loomrt_scale_by` with the rule of loomrt.h
 // (result, operand, their shape ids, the attribute), its result in the
 // arena, read by the product.
