@@ -11,7 +11,9 @@
 #include "mlir/Conversion/FuncToEmitC/FuncToEmitCPass.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToEmitC/SCFToEmitC.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -59,7 +61,11 @@ struct Emitter {
   ModelOp model;
   const ModelLayout &layout;
   dist::MeshAttr mesh;
-  OpBuilder b;
+  /// The builder of the walk, and the one in use: a conversion pattern
+  /// points `active` at its rewriter while it emits.
+  OpBuilder base;
+  OpBuilder *active = &base;
+  OpBuilder &b() { return *active; }
   Type ctxType, bufType, eventType, bucketType, listType;
   std::vector<int64_t> shapeWords;
   std::map<std::vector<int64_t>, int64_t> shapeIds;
@@ -79,6 +85,22 @@ struct Emitter {
   DenseMap<int64_t, Value> tensorHandles;
   DenseMap<Value, Value> indices;
   DenseSet<Value> predefined;
+  /// The lowering runs in two steps. The walk (emitOps) builds each
+  /// function: its loops, guards and schedule driver, every value's buffer
+  /// (the recorded plan's offsets, the tensor table, views, accumulators),
+  /// and, where each kernel, collective, transfer and wait runs, a copy of
+  /// the op whose operands are its operands' buffers (cast to their tensor
+  /// types). Dialect conversion then lowers those copies to their runtime
+  /// calls, with the type converter from tensors to buffers and one pattern
+  /// for every KernelOpInterface op, one per collective, transfer and wait
+  /// (lowerPlaced). `originalOf` maps a copy to the op it stands for, whose
+  /// results' buffers the walk defined (`predefined`).
+  DenseMap<Operation *, Operation *> originalOf;
+  /// While a pattern lowers a copy: the converted values of the original
+  /// op's operands (bufferOf, indexOf read them first).
+  DenseMap<Value, Value> converted;
+  /// Stop after the walk (the pass's `place-only`).
+  bool placeOnly = false;
   /// Repeats numbered in program order, for the trace.
   int64_t repeats = 0;
   /// The runtime's event of each asynchronous collective in flight (keyed
@@ -91,7 +113,7 @@ struct Emitter {
   Emitter(ModuleOp module, ModelOp model, const ModelLayout &layout)
       : module(module), model(model), layout(layout),
         mesh(dist::attrs(model).getMeshAttrHelper().getAttr(model)),
-        b(module.getContext()) {
+        base(module.getContext()) {
     if (!mesh)
       mesh = dist::MeshAttr::get(module.getContext(),
                                  {StringAttr::get(module.getContext(), "world")},
@@ -120,31 +142,31 @@ struct Emitter {
   }
 
   Value i32(int64_t v) {
-    return arith::ConstantOp::create(b, loc(), b.getI32IntegerAttr(v));
+    return arith::ConstantOp::create(b(), loc(), b().getI32IntegerAttr(v));
   }
   Value i64(int64_t v) {
-    return arith::ConstantOp::create(b, loc(), b.getI64IntegerAttr(v));
+    return arith::ConstantOp::create(b(), loc(), b().getI64IntegerAttr(v));
   }
   Value f64(double v) {
-    return arith::ConstantOp::create(b, loc(), b.getF64FloatAttr(v));
+    return arith::ConstantOp::create(b(), loc(), b().getF64FloatAttr(v));
   }
 
   /// Calls the runtime function `name`, declaring it on first use.
   Value call(StringRef name, ValueRange args, TypeRange results = {}) {
-    auto type = FunctionType::get(b.getContext(), TypeRange(args), results);
+    auto type = FunctionType::get(b().getContext(), TypeRange(args), results);
     if (!declared.count(name)) {
       declared[name] = type;
       // Declarations come first, in the order of first use.
-      OpBuilder::InsertionGuard guard(b);
+      OpBuilder::InsertionGuard guard(b());
       if (lastDecl)
-        b.setInsertionPointAfter(lastDecl);
+        b().setInsertionPointAfter(lastDecl);
       else
-        b.setInsertionPointToStart(module.getBody());
-      auto decl = func::FuncOp::create(b, loc(), name, type);
+        b().setInsertionPointToStart(module.getBody());
+      auto decl = func::FuncOp::create(b(), loc(), name, type);
       decl.setPrivate();
       lastDecl = decl;
     }
-    auto op = func::CallOp::create(b, loc(), name, results, args);
+    auto op = func::CallOp::create(b(), loc(), name, results, args);
     return results.empty() ? Value() : op.getResult(0);
   }
 
@@ -191,20 +213,33 @@ struct Emitter {
     for (size_t c = 1; c < where.size(); ++c) {
       if (offsetAt(c) == offsetAt(0))
         continue;
-      Value is = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+      Value is = arith::CmpIOp::create(b(), loc(), arith::CmpIPredicate::eq,
                                        pipelineCoordinate, i64(int64_t(c)));
-      offset = arith::SelectOp::create(b, loc(), is, i64(offsetAt(c)), offset);
+      offset =
+          arith::SelectOp::create(b(), loc(), is, i64(offsetAt(c)), offset);
     }
     Value buf = call("loomrt_scratch", {ctx, offset}, {bufType});
     buffers[v] = buf;
     return buf;
   }
 
-  Value bufferOf(Value v) { return buffers.lookup(v); }
+  /// The buffer of `v`: while a conversion pattern lowers an op, its
+  /// operands' converted values, else what the walk gave `v`.
+  Value bufferOf(Value v) {
+    if (Value c = converted.lookup(v))
+      return c;
+    return buffers.lookup(v);
+  }
+  /// The C++ index of the index value `v`, likewise.
+  Value indexOf(Value v) {
+    if (Value c = converted.lookup(v))
+      return c;
+    return indices.lookup(v);
+  }
 
   Value view(Value base, Value index, int64_t sliceBytes) {
-    Value i = arith::IndexCastOp::create(b, loc(), b.getI64Type(), index);
-    Value offset = arith::MulIOp::create(b, loc(), i, i64(sliceBytes));
+    Value i = arith::IndexCastOp::create(b(), loc(), b().getI64Type(), index);
+    Value offset = arith::MulIOp::create(b(), loc(), i, i64(sliceBytes));
     return call("loomrt_view", {ctx, base, offset}, {bufType});
   }
 
@@ -214,50 +249,60 @@ struct Emitter {
   }
 
   /// Appends an attribute's arguments under rule 5 of loomrt.h.
+  /// Appends an attribute's arguments under rule 5 of loomrt.h to `args`,
+  /// or, with no `args`, checks that it has a runtime representation.
   LogicalResult appendAttribute(Operation *op, StringRef name, Attribute attr,
-                                SmallVectorImpl<Value> &args) {
-    if (!attr || isa<UnitAttr>(attr)) {
-      args.push_back(i32(attr ? 1 : 0));
+                                SmallVectorImpl<Value> *args) {
+    auto append = [&](auto makeArgs) {
+      if (args)
+        args->append(makeArgs());
       return success();
-    }
+    };
+    if (!attr || isa<UnitAttr>(attr))
+      return append([&] { return SmallVector<Value>{i32(attr ? 1 : 0)}; });
     return TypeSwitch<Attribute, LogicalResult>(attr)
         .Case([&](FloatAttr a) {
-          args.push_back(f64(a.getValueAsDouble()));
-          return success();
+          return append(
+              [&] { return SmallVector<Value>{f64(a.getValueAsDouble())}; });
         })
         .Case([&](IntegerAttr a) {
-          args.push_back(i64(a.getInt()));
-          return success();
+          return append([&] { return SmallVector<Value>{i64(a.getInt())}; });
         })
         .Case([&](DenseI64ArrayAttr a) {
-          args.push_back(i64(shapeId(a.asArrayRef())));
-          return success();
+          return append(
+              [&] { return SmallVector<Value>{i64(shapeId(a.asArrayRef()))}; });
         })
         .Case([&](TypeAttr a) {
-          args.push_back(i32(dtypeOf(a.getValue())));
-          return success();
+          return append(
+              [&] { return SmallVector<Value>{i32(dtypeOf(a.getValue()))}; });
         })
         .Case([&](ReduceKindAttr a) {
-          args.push_back(i32(int32_t(a.getValue())));
-          return success();
+          return append(
+              [&] { return SmallVector<Value>{i32(int32_t(a.getValue()))}; });
         })
         .Case([&](ScheduleAttr a) {
-          args.append({f64(a.getLr().convertToDouble()), i64(a.getWarmup()),
-                       i64(a.getTotal()), i32(int32_t(a.getDecay())),
-                       f64(a.getMinLr().convertToDouble())});
-          return success();
+          return append([&] {
+            return SmallVector<Value>{f64(a.getLr().convertToDouble()),
+                                      i64(a.getWarmup()), i64(a.getTotal()),
+                                      i32(int32_t(a.getDecay())),
+                                      f64(a.getMinLr().convertToDouble())};
+          });
         })
         .Case([&](SGDAttr a) {
-          args.append({f64(a.getMomentum().convertToDouble()),
-                       f64(a.getWeightDecay().convertToDouble())});
-          return success();
+          return append([&] {
+            return SmallVector<Value>{
+                f64(a.getMomentum().convertToDouble()),
+                f64(a.getWeightDecay().convertToDouble())};
+          });
         })
         .Case([&](AdamWAttr a) {
-          args.append({f64(a.getBeta1().convertToDouble()),
-                       f64(a.getBeta2().convertToDouble()),
-                       f64(a.getEps().convertToDouble()),
-                       f64(a.getWeightDecay().convertToDouble())});
-          return success();
+          return append([&] {
+            return SmallVector<Value>{
+                f64(a.getBeta1().convertToDouble()),
+                f64(a.getBeta2().convertToDouble()),
+                f64(a.getEps().convertToDouble()),
+                f64(a.getWeightDecay().convertToDouble())};
+          });
         })
         .Default([&](Attribute) {
           return op->emitOpError("attribute '")
@@ -282,8 +327,6 @@ struct Emitter {
 
   LogicalResult emitKernel(KernelOpInterface kernel) {
     Operation *op = kernel.getOperation();
-    if (failed(checkTypes(op)))
-      return failure();
     SmallVector<Value> results, operands;
     SmallVector<Type> resultTypes, operandTypes;
     kernel.getKernelResults(results, resultTypes);
@@ -316,7 +359,7 @@ struct Emitter {
       for (auto [v, t] : llvm::zip(ops, types)) {
         if (isa<IndexType>(t))
           args.push_back(v ? Value(arith::IndexCastOp::create(
-                                 b, loc(), b.getI64Type(), indices.lookup(v)))
+                                 b(), loc(), b().getI64Type(), indexOf(v)))
                            : i64(-1));
         else
           args.push_back(v ? bufferOf(v) : null());
@@ -329,10 +372,9 @@ struct Emitter {
       if (position)
         args.append({i64(position->first), i64(position->second)});
       for (StringRef name : names)
-        if (failed(appendAttribute(op, name,
-                                   op->getInherentAttr(name).value_or(
-                                       Attribute()),
-                                   args)))
+        if (failed(appendAttribute(
+                op, name, op->getInherentAttr(name).value_or(Attribute()),
+                &args)))
           return failure();
       call(("loomrt_" + op->getName().stripDialect() +
             (accumulates ? "_accumulate" : ""))
@@ -353,12 +395,10 @@ struct Emitter {
   /// A runtime group (uint32_t in loomrt.h).
   Value group(uint32_t mask) {
     return emitc::CastOp::create(
-        b, loc(), b.getIntegerType(32, /*isSigned=*/false), i32(mask));
+        b(), loc(), b().getIntegerType(32, /*isSigned=*/false), i32(mask));
   }
 
   LogicalResult emitCollective(Operation *op) {
-    if (failed(checkTypes(op)))
-      return failure();
     Value in = bufferOf(op->getOperand(0));
     Value out = defineBuffer(op->getResult(0));
     auto inType = cast<RankedTensorType>(op->getOperand(0).getType());
@@ -371,11 +411,12 @@ struct Emitter {
       // own on the side of its coordinate, so both hold lower + upper.
       ArrayRef<int64_t> members = *reduce.getMembers();
       StringAttr axis = cast<StringAttr>(reduce.getAxes()[0]);
-      Value here = call("loomrt_mesh_coord",
-                        {ctx, i32(mesh.getAxisIndex(axis))}, {b.getI64Type()});
+      Value here =
+          call("loomrt_mesh_coord", {ctx, i32(mesh.getAxisIndex(axis))},
+               {b().getI64Type()});
       int64_t shape = shapeId(inType.getShape());
       for (int side = 0; side < 2; ++side) {
-        Value mine = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+        Value mine = arith::CmpIOp::create(b(), loc(), arith::CmpIPredicate::eq,
                                            here, i64(members[side]));
         emitWhen(mine, [&] {
           Value peer = i32(members[1 - side]);
@@ -462,24 +503,26 @@ struct Emitter {
       // A slice of the stacked operand, where there is one: a loop's last
       // iteration has no next layer to gather (its event is null).
       int64_t slices = inType.getDimSize(0);
-      Value j = arith::IndexCastOp::create(b, loc(), b.getI64Type(),
-                                           indices.lookup(index));
+      Value j = arith::IndexCastOp::create(b(), loc(), b().getI64Type(),
+                                           indexOf(index));
       Value inRange = arith::AndIOp::create(
-          b, loc(),
-          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::sge, j, i64(0)),
-          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::slt, j,
+          b(), loc(),
+          arith::CmpIOp::create(b(), loc(), arith::CmpIPredicate::sge, j,
+                                i64(0)),
+          arith::CmpIOp::create(b(), loc(), arith::CmpIPredicate::slt, j,
                                 i64(slices)));
-      auto guard = scf::IfOp::create(b, loc(), TypeRange{eventType}, inRange,
+      auto guard = scf::IfOp::create(b(), loc(), TypeRange{eventType}, inRange,
                                      /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard ig(b);
-      b.setInsertionPointToStart(&guard.getThenRegion().front());
+      OpBuilder::InsertionGuard ig(b());
+      b().setInsertionPointToStart(&guard.getThenRegion().front());
       Value event =
-          issue(view(in, indices.lookup(index), tensorBytes(inType) / slices));
-      scf::YieldOp::create(b, loc(), event);
-      b.setInsertionPointToStart(&guard.getElseRegion().front());
+          issue(view(in, indexOf(index), tensorBytes(inType) / slices));
+      scf::YieldOp::create(b(), loc(), event);
+      b().setInsertionPointToStart(&guard.getElseRegion().front());
       scf::YieldOp::create(
-          b, loc(),
-          emitc::LiteralOp::create(b, loc(), eventType, "nullptr").getResult());
+          b(), loc(),
+          emitc::LiteralOp::create(b(), loc(), eventType, "nullptr")
+              .getResult());
       events[start.getResult()] = guard.getResult(0);
       return success();
     }
@@ -517,13 +560,8 @@ struct Emitter {
             f64(fill.getValue().convertToDouble())});
       return success();
     }
+    // (checkPlaced checked that its axes are in mesh order.)
     auto shard = cast<dist::ShardOp>(op);
-    for (Attribute list : shard.getAxes())
-      if (!mesh.isInDeviceOrder(
-              llvm::to_vector(cast<ArrayAttr>(list).getAsRange<StringAttr>())))
-        return op->emitOpError("splits a dimension over axes that are not "
-                               "in mesh order, which the runtime's groups "
-                               "cannot express yet");
     call("loomrt_shard",
          {ctx, out, in, i64(shapeId(outType.getShape())),
           i64(shapeId(inType.getShape())),
@@ -592,11 +630,11 @@ struct Emitter {
         at.push_back(int64_t(c));
     if (at.size() == rankPlans.size())
       return Value();
-    Value cond = arith::ConstantOp::create(b, loc(), b.getBoolAttr(false));
+    Value cond = arith::ConstantOp::create(b(), loc(), b().getBoolAttr(false));
     for (int64_t c : at)
       cond = arith::OrIOp::create(
-          b, loc(), cond,
-          arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+          b(), loc(), cond,
+          arith::CmpIOp::create(b(), loc(), arith::CmpIPredicate::eq,
                                 pipelineCoordinate, i64(c)));
     return cond;
   }
@@ -605,16 +643,17 @@ struct Emitter {
     if (failed(emitRepeatPrologue(repeat)))
       return failure();
     int64_t count = repeat.getCount();
-    Value lb = arith::ConstantIndexOp::create(b, loc(), 0);
-    Value ub = arith::ConstantIndexOp::create(b, loc(), count);
-    Value one = arith::ConstantIndexOp::create(b, loc(), 1);
-    auto loop = scf::ForOp::create(b, loc(), lb, ub, one);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
+    Value lb = arith::ConstantIndexOp::create(b(), loc(), 0);
+    Value ub = arith::ConstantIndexOp::create(b(), loc(), count);
+    Value one = arith::ConstantIndexOp::create(b(), loc(), 1);
+    auto loop = scf::ForOp::create(b(), loc(), lb, ub, one);
+    OpBuilder::InsertionGuard guard(b());
+    b().setInsertionPointToStart(loop.getBody());
     Value index = loop.getInductionVar();
     if (repeat.getReverse())
       index = arith::SubIOp::create(
-          b, loc(), arith::ConstantIndexOp::create(b, loc(), count - 1), index);
+          b(), loc(), arith::ConstantIndexOp::create(b(), loc(), count - 1),
+          index);
     return emitIteration(repeat, index);
   }
 
@@ -625,7 +664,8 @@ struct Emitter {
     Block &body = repeat.getBodyBlock();
     indices[body.getArgument(0)] = index;
     Value repeatId = i64(repeats++);
-    Value traceIndex = arith::IndexCastOp::create(b, loc(), b.getI64Type(), index);
+    Value traceIndex =
+        arith::IndexCastOp::create(b(), loc(), b().getI64Type(), index);
     call("loomrt_trace_iteration", {ctx, repeatId, traceIndex, i32(1)});
     for (size_t i = 0; i < numCarries; ++i)
       buffers[body.getArgument(1 + i)] =
@@ -733,7 +773,7 @@ struct Emitter {
     std::optional<int64_t> stage = op ? dist::stageOf(op) : std::nullopt;
     if (!actionStage || !stage)
       return Value();
-    return arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+    return arith::CmpIOp::create(b(), loc(), arith::CmpIPredicate::eq,
                                  actionStage, i64(*stage));
   }
 
@@ -772,9 +812,9 @@ struct Emitter {
   void emitWhen(Value when, llvm::function_ref<void()> emit) {
     if (!when)
       return emit();
-    auto guard = scf::IfOp::create(b, loc(), when, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard ig(b);
-    b.setInsertionPointToStart(&guard.getThenRegion().front());
+    auto guard = scf::IfOp::create(b(), loc(), when, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard ig(b());
+    b().setInsertionPointToStart(&guard.getThenRegion().front());
     emit();
   }
 
@@ -800,16 +840,16 @@ struct Emitter {
                << dist::attrs(&op).getOnAttrHelper().getNameStr()
                << "' entry that names no mesh axis and coordinate: "
                << entry.getName();
-      Value here = call("loomrt_mesh_coord", {ctx, i32(axis)},
-                        {b.getI64Type()});
+      Value here =
+          call("loomrt_mesh_coord", {ctx, i32(axis)}, {b().getI64Type()});
       // One of the listed coordinates.
       Value match;
       for (int64_t c : coordinates) {
-        Value is = arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq,
+        Value is = arith::CmpIOp::create(b(), loc(), arith::CmpIPredicate::eq,
                                          here, i64(c));
-        match = match ? arith::OrIOp::create(b, loc(), match, is) : is;
+        match = match ? arith::OrIOp::create(b(), loc(), match, is) : is;
       }
-      cond = cond ? arith::AndIOp::create(b, loc(), cond, match) : match;
+      cond = cond ? arith::AndIOp::create(b(), loc(), cond, match) : match;
     }
     return cond;
   }
@@ -829,23 +869,17 @@ struct Emitter {
       if (defineBuffer(r))
         predefined.insert(r);
     }
-    auto guard = scf::IfOp::create(b, loc(), cond, /*withElseRegion=*/true);
+    auto guard = scf::IfOp::create(b(), loc(), cond, /*withElseRegion=*/true);
     {
-      OpBuilder::InsertionGuard ig(b);
-      b.setInsertionPointToStart(&guard.getThenRegion().front());
+      OpBuilder::InsertionGuard ig(b());
+      b().setInsertionPointToStart(&guard.getThenRegion().front());
+      // The handle of a collective started here would not reach its wait
+      // outside the guard: it completes here (lowerStart).
+      if (isa<dist::AllReduceStartOp, dist::AllGatherStartOp>(op))
+        completedStarts.insert(&op);
       if (failed(emitOp(op)))
         return failure();
-      // The handle of a collective started here would not reach its wait
-      // outside the guard: it completes here.
-      if (isa<dist::AllReduceStartOp, dist::AllGatherStartOp>(op)) {
-        if (Value event = events.lookup(op.getResult(0)))
-          call("loomrt_comm_wait", {ctx, event});
-        else
-          call("loomrt_comm_bucket_wait",
-               {ctx, bucketsInFlight.lookup(op.getResult(0))});
-        completedStarts.insert(&op);
-      }
-      b.setInsertionPointToStart(&guard.getElseRegion().front());
+      b().setInsertionPointToStart(&guard.getElseRegion().front());
       for (Value r : op.getResults()) {
         // An accumulation written into its carry leaves the carry as it
         // is where it does not run: zeros (its seed) where the carry is
@@ -915,18 +949,17 @@ struct Emitter {
                       a.getSlot()});
       rows.push_back(int64_t(words.size()) / 4);
     }
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    emitTable("loom_actions", b.getI64Type(), words.size(),
-              integers(words));
-    emitTable("loom_action_rows", b.getI64Type(), rows.size(),
+    OpBuilder::InsertionGuard guard(b());
+    b().setInsertionPointToStart(module.getBody());
+    emitTable("loom_actions", b().getI64Type(), words.size(), integers(words));
+    emitTable("loom_action_rows", b().getI64Type(), rows.size(),
               integers(rows));
   }
 
   /// A static constant array `name` of `size` `element`s (an EmitC
   /// global, at the builder's insertion point) initialized with `init`.
   void emitTable(StringRef name, Type element, int64_t size, Attribute init) {
-    emitc::GlobalOp::create(b, loc(), name,
+    emitc::GlobalOp::create(b(), loc(), name,
                             emitc::ArrayType::get({size}, element), init,
                             /*extern_specifier=*/false,
                             /*static_specifier=*/true,
@@ -935,7 +968,7 @@ struct Emitter {
   /// `values` as a table's initializer.
   Attribute integers(ArrayRef<int64_t> values) {
     return DenseIntElementsAttr::get(
-        RankedTensorType::get({int64_t(values.size())}, b.getI64Type()),
+        RankedTensorType::get({int64_t(values.size())}, b().getI64Type()),
         values);
   }
 
@@ -943,10 +976,11 @@ struct Emitter {
   Value tableEntry(StringRef name, Value index) {
     auto global = cast<emitc::GlobalOp>(module.lookupSymbol(name));
     auto type = cast<emitc::ArrayType>(global.getType());
-    Value array = emitc::GetGlobalOp::create(b, loc(), type, name);
+    Value array = emitc::GetGlobalOp::create(b(), loc(), type, name);
     Value element = emitc::SubscriptOp::create(
-        b, loc(), cast<TypedValue<emitc::ArrayType>>(array), ValueRange{index});
-    return emitc::LoadOp::create(b, loc(), b.getI64Type(), element);
+        b(), loc(), cast<TypedValue<emitc::ArrayType>>(array),
+        ValueRange{index});
+    return emitc::LoadOp::create(b(), loc(), b().getI64Type(), element);
   }
 
   /// Runs this rank's actions of the schedule, in the schedule's order:
@@ -956,50 +990,53 @@ struct Emitter {
   LogicalResult emitScheduleDriver() {
     emitScheduleTables();
     Value rank = pipelineCoordinate;
-    Value lb = arith::IndexCastOp::create(b, loc(), b.getIndexType(),
+    Value lb = arith::IndexCastOp::create(b(), loc(), b().getIndexType(),
                                           tableEntry("loom_action_rows", rank));
-    Value next = arith::AddIOp::create(b, loc(), rank, i64(1));
-    Value ub = arith::IndexCastOp::create(b, loc(), b.getIndexType(),
+    Value next = arith::AddIOp::create(b(), loc(), rank, i64(1));
+    Value ub = arith::IndexCastOp::create(b(), loc(), b().getIndexType(),
                                           tableEntry("loom_action_rows", next));
-    Value one = arith::ConstantIndexOp::create(b, loc(), 1);
-    auto loop = scf::ForOp::create(b, loc(), lb, ub, one);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value k = arith::IndexCastOp::create(b, loc(), b.getI64Type(),
+    Value one = arith::ConstantIndexOp::create(b(), loc(), 1);
+    auto loop = scf::ForOp::create(b(), loc(), lb, ub, one);
+    OpBuilder::InsertionGuard guard(b());
+    b().setInsertionPointToStart(loop.getBody());
+    Value k = arith::IndexCastOp::create(b(), loc(), b().getI64Type(),
                                          loop.getInductionVar());
-    Value at = arith::MulIOp::create(b, loc(), k, i64(4));
+    Value at = arith::MulIOp::create(b(), loc(), k, i64(4));
     auto word = [&](int64_t w) {
       return tableEntry("loom_actions",
-                        arith::AddIOp::create(b, loc(), at, i64(w)));
+                        arith::AddIOp::create(b(), loc(), at, i64(w)));
     };
     Value kind = word(0);
     actionStage = word(1);
     Value microBatch = word(2);
-    actionSlot = arith::IndexCastOp::create(b, loc(), b.getIndexType(), word(3));
+    actionSlot =
+        arith::IndexCastOp::create(b(), loc(), b().getIndexType(), word(3));
     llvm::scope_exit done([&] { actionStage = actionSlot = Value(); });
-    Value mb = arith::IndexCastOp::create(b, loc(), b.getIndexType(), microBatch);
+    Value mb =
+        arith::IndexCastOp::create(b(), loc(), b().getIndexType(), microBatch);
     auto is = [&](dist::ActionKind k) {
-      return arith::CmpIOp::create(b, loc(), arith::CmpIPredicate::eq, kind,
+      return arith::CmpIOp::create(b(), loc(), arith::CmpIPredicate::eq, kind,
                                    i64(int64_t(k)));
     };
     call("loomrt_pipeline_trace",
          {ctx, kind, actionStage, microBatch, i32(1)});
-    auto branch = scf::IfOp::create(b, loc(), is(dist::ActionKind::Forward),
+    auto branch = scf::IfOp::create(b(), loc(), is(dist::ActionKind::Forward),
                                     /*withElseRegion=*/true);
-    b.setInsertionPointAfter(branch);
+    b().setInsertionPointAfter(branch);
     call("loomrt_pipeline_trace",
          {ctx, kind, actionStage, microBatch, i32(0)});
-    b.setInsertionPointToStart(&branch.getThenRegion().front());
+    b().setInsertionPointToStart(&branch.getThenRegion().front());
     if (failed(emitIteration(scheduledForward, mb)))
       return failure();
-    b.setInsertionPointToStart(&branch.getElseRegion().front());
+    b().setInsertionPointToStart(&branch.getElseRegion().front());
     if (!scheduledWeight)
       return emitIteration(scheduledBackward, mb);
     // A whole backward runs the input part, then the weight part.
-    Value input = arith::OrIOp::create(b, loc(), is(dist::ActionKind::Backward),
-                                       is(dist::ActionKind::BackwardInput));
+    Value input =
+        arith::OrIOp::create(b(), loc(), is(dist::ActionKind::Backward),
+                             is(dist::ActionKind::BackwardInput));
     Value weight =
-        arith::OrIOp::create(b, loc(), is(dist::ActionKind::Backward),
+        arith::OrIOp::create(b(), loc(), is(dist::ActionKind::Backward),
                              is(dist::ActionKind::BackwardWeight));
     LogicalResult result = success();
     emitWhen(input, [&] { result = emitIteration(scheduledBackward, mb); });
@@ -1056,7 +1093,7 @@ struct Emitter {
       // iterations from an offset) is a plain C++ value.
       if (isa<IndexType>(constant.getType())) {
         indices[constant] = arith::ConstantOp::create(
-            b, loc(), constant.getType(), constant.getValue());
+            b(), loc(), constant.getType(), constant.getValue());
         return success();
       }
       auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
@@ -1077,16 +1114,145 @@ struct Emitter {
     if (auto add = dyn_cast<arith::AddIOp>(op)) {
       if (!isa<IndexType>(add.getType()))
         return op.emitOpError("only index additions can be generated");
-      indices[add] = arith::AddIOp::create(b, loc(), indices.lookup(add.getLhs()),
-                                           indices.lookup(add.getRhs()));
+      indices[add] =
+          arith::AddIOp::create(b(), loc(), indices.lookup(add.getLhs()),
+                                indices.lookup(add.getRhs()));
       return success();
     }
     if (auto repeat = dyn_cast<RepeatOp>(op))
       return emitRepeat(repeat);
+    if (isa<ConcatOp>(op))
+      return op.emitOpError("is not supported by the code generator yet");
+    if (!isPlaced(op))
+      return op.emitOpError("has no runtime kernel");
+    return place(op);
+  }
+
+  /// Whether the walk places `op` for the conversion's patterns: a kernel,
+  /// a collective, a transfer or a wait.
+  static bool isPlaced(Operation &op) {
+    return isa<KernelOpInterface, dist::AllReduceOp, dist::AllReduceStartOp,
+               dist::AllGatherOp, dist::AllGatherStartOp, dist::ReduceScatterOp,
+               dist::ShardOp, dist::FillPaddingOp, dist::SendOp, dist::RecvOp,
+               dist::WaitOp>(op);
+  }
+
+  /// Checks what the patterns would otherwise find wrong, so that they
+  /// cannot fail: the element types, a kernel's attributes, a shard's axes.
+  LogicalResult checkPlaced(Operation &op) {
+    if (isa<dist::SendOp, dist::RecvOp, dist::WaitOp>(op))
+      return success();
+    if (failed(checkTypes(&op)))
+      return failure();
+    if (auto shard = dyn_cast<dist::ShardOp>(op))
+      for (Attribute list : shard.getAxes())
+        if (!mesh.isInDeviceOrder(llvm::to_vector(
+                cast<ArrayAttr>(list).getAsRange<StringAttr>())))
+          return op.emitOpError("splits a dimension over axes that are not "
+                                "in mesh order, which the runtime's groups "
+                                "cannot express yet");
+    if (!isa<KernelOpInterface>(op))
+      return success();
+    for (StringAttr name : op.getName().getAttributeNames())
+      if (failed(appendAttribute(
+              &op, name.getValue(),
+              op.getInherentAttr(name.getValue()).value_or(Attribute()),
+              /*args=*/nullptr)))
+        return failure();
+    return success();
+  }
+
+  /// Places `op` for the conversion: its results' buffers, then a copy of
+  /// it reading its operands' buffers.
+  LogicalResult place(Operation &op) {
+    if (failed(checkPlaced(op)))
+      return failure();
     if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+      // A wait's results are its inputs' buffers, complete.
       for (auto [result, input] :
            llvm::zip(wait.getResults(), wait.getInputs()))
         buffers[result] = bufferOf(input);
+    } else {
+      SmallVector<Value> results;
+      SmallVector<Type> types;
+      if (auto kernel = dyn_cast<KernelOpInterface>(op))
+        kernel.getKernelResults(results, types);
+      else
+        results.assign(op.result_begin(), op.result_end());
+      for (Value r : results)
+        if (r) {
+          defineBuffer(r);
+          predefined.insert(r);
+        }
+    }
+    IRMapping map;
+    for (Value operand : op.getOperands()) {
+      Value buffer = isa<IndexType>(operand.getType()) ? indexOf(operand)
+                                                       : bufferOf(operand);
+      if (buffer && isa<IndexType>(operand.getType())) {
+        map.map(operand, buffer);
+        continue;
+      }
+      map.map(operand, UnrealizedConversionCastOp::create(
+                           b(), loc(), operand.getType(),
+                           buffer ? ValueRange{buffer} : ValueRange{})
+                           .getResult(0));
+    }
+    originalOf[b().clone(op, map)] = &op;
+    return success();
+  }
+
+  /// Lowers `copy`, a copy the walk placed, with `emit` (the runtime calls
+  /// of the op it stands for), reading its operands from the pattern's
+  /// converted `operands`, at the rewriter's insertion point.
+  LogicalResult
+  lowerPlaced(Operation *copy, ValueRange operands,
+              ConversionPatternRewriter &rewriter,
+              llvm::function_ref<LogicalResult(Operation *)> emit) {
+    Operation *original = originalOf.lookup(copy);
+    if (!original)
+      return rewriter.notifyMatchFailure(copy, "not placed by the walk");
+    for (auto [operand, value] : llvm::zip(original->getOperands(), operands))
+      converted[operand] = buffered(value);
+    active = &rewriter;
+    llvm::scope_exit restore([&] {
+      active = &base;
+      converted.clear();
+    });
+    if (failed(emit(original)))
+      return failure();
+    rewriter.eraseOp(copy);
+    return success();
+  }
+
+  /// The buffer a converted operand is: the walk's, under the casts between
+  /// it and its tensor type (null where the walk had none).
+  static Value buffered(Value v) {
+    while (auto cast = v.getDefiningOp<UnrealizedConversionCastOp>()) {
+      if (cast.getInputs().size() != 1)
+        return Value();
+      v = cast.getInputs()[0];
+    }
+    return v;
+  }
+
+  /// A collective's calls, and, where a guard holds its start, its wait.
+  LogicalResult lowerCollective(Operation *op) {
+    if (failed(emitCollective(op)))
+      return failure();
+    if (!completedStarts.contains(op))
+      return success();
+    if (Value event = events.lookup(op->getResult(0)))
+      call("loomrt_comm_wait", {ctx, event});
+    else
+      call("loomrt_comm_bucket_wait",
+           {ctx, bucketsInFlight.lookup(op->getResult(0))});
+    return success();
+  }
+
+  /// A transfer's or a wait's calls.
+  LogicalResult lowerTransfer(Operation *op) {
+    if (auto wait = dyn_cast<dist::WaitOp>(op)) {
       Operation *start = wait.getStart();
       if (wait.isDeferred()) {
         call("loomrt_comm_list_wait", {ctx, deferredEvents.lookup(start)});
@@ -1109,25 +1275,17 @@ struct Emitter {
             i32(dtypeOf(type.getElementType())), i32(send.getPeer())});
       return success();
     }
-    if (auto recv = dyn_cast<dist::RecvOp>(op)) {
-      auto type = recv.getType();
-      call("loomrt_comm_recv",
-           {ctx, group(mesh.getGroupMask({recv.getAxisAttr()})),
-            defineBuffer(recv.getResult()), i64(type.getNumElements()),
-            i32(dtypeOf(type.getElementType())), i32(recv.getPeer())});
-      return success();
-    }
-    if (isa<dist::AllReduceOp, dist::AllReduceStartOp, dist::AllGatherOp,
-            dist::AllGatherStartOp, dist::ReduceScatterOp, dist::ShardOp,
-            dist::FillPaddingOp>(op))
-      return emitCollective(&op);
-    if (isa<ConcatOp>(op))
-      return op.emitOpError("is not supported by the code generator yet");
-    auto kernel = dyn_cast<KernelOpInterface>(op);
-    if (!kernel)
-      return op.emitOpError("has no runtime kernel");
-    return emitKernel(kernel);
+    auto recv = cast<dist::RecvOp>(op);
+    auto type = recv.getType();
+    call("loomrt_comm_recv",
+         {ctx, group(mesh.getGroupMask({recv.getAxisAttr()})),
+          defineBuffer(recv.getResult()), i64(type.getNumElements()),
+          i32(dtypeOf(type.getElementType())), i32(recv.getPeer())});
+    return success();
   }
+
+  /// Lowers the copies the walk placed in `fn` (see `originalOf`).
+  LogicalResult convertPlaced(func::FuncOp fn);
 
   /// Emits the function `name` (`loom_<function>`), whose plans
   /// loom-memory-plan recorded under `function`; returns each pipeline
@@ -1156,17 +1314,17 @@ struct Emitter {
     events.clear();
     bucketsInFlight.clear();
     repeats = 0;
-    b.setInsertionPoint(model);
-    auto fn =
-        func::FuncOp::create(b, loc(), ("loom_" + function).str(),
-                             FunctionType::get(b.getContext(), {ctxType}, {}));
+    b().setInsertionPoint(model);
+    auto fn = func::FuncOp::create(
+        b(), loc(), ("loom_" + function).str(),
+        FunctionType::get(b().getContext(), {ctxType}, {}));
     Block *entry = fn.addEntryBlock();
     ctx = entry->getArgument(0);
-    b.setInsertionPointToStart(entry);
+    b().setInsertionPointToStart(entry);
     pipelineCoordinate =
         pp > 1 ? call("loomrt_mesh_coord",
                       {ctx, i32(int32_t(mesh.getAxisIndex(pipelineAxis)))},
-                      {b.getI64Type()})
+                      {b().getI64Type()})
                : Value();
     for (int64_t t = 0, e = layout.tensors.size(); t < e; ++t)
       tensorHandles[t] = call("loomrt_tensor", {ctx, i32(t)}, {bufType});
@@ -1200,7 +1358,10 @@ struct Emitter {
           copy(tensorHandles[t], bufferOf(v), v.getType());
         });
       }
-    func::ReturnOp::create(b, loc());
+    func::ReturnOp::create(b(), loc());
+    if (!placeOnly && failed(convertPlaced(fn)))
+      return failure();
+    originalOf.clear();
     SmallVector<int64_t> peaks;
     for (const MemoryPlan &p : rankPlans)
       peaks.push_back(p.peakBytes);
@@ -1244,13 +1405,13 @@ struct Emitter {
       axisNames << (i ? ", " : "") << cString(name.getValue());
     axisNames << "}";
 
-    b.setInsertionPointToStart(module.getBody());
-    emitc::IncludeOp::create(b, loc(), "loomrt/loomrt.h");
-    b.setInsertionPointToEnd(module.getBody());
-    MLIRContext *c = b.getContext();
+    b().setInsertionPointToStart(module.getBody());
+    emitc::IncludeOp::create(b(), loc(), "loomrt/loomrt.h");
+    b().setInsertionPointToEnd(module.getBody());
+    MLIRContext *c = b().getContext();
     // The tables, static and constant: an array of integers is a dense
     // attribute; one of the runtime's structs its aggregate initializer.
-    Type i64 = b.getI64Type();
+    Type i64 = b().getI64Type();
     emitTable("loom_shapes", i64, shapeWords.size(), integers(shapeWords));
     emitTable("loom_tensors", emitc::OpaqueType::get(c, "loomrt_tensor_desc"),
               layout.tensors.size(),
@@ -1278,38 +1439,121 @@ struct Emitter {
     // The program's description (`const` in its opaque type, so that its
     // address is a pointer to const).
     auto programType = emitc::OpaqueType::get(c, "const loomrt_program");
-    emitc::GlobalOp::create(b, loc(), "loom_program", programType,
+    emitc::GlobalOp::create(b(), loc(), "loom_program", programType,
                             emitc::OpaqueAttr::get(c, program.str()),
                             /*extern_specifier=*/false,
                             /*static_specifier=*/true,
                             /*const_specifier=*/false);
     // int main(int argc, char **argv): the runtime's training loop.
-    Type i32 = b.getI32Type();
+    Type i32 = b().getI32Type();
     auto argv = emitc::PointerType::get(
         emitc::PointerType::get(emitc::OpaqueType::get(c, "char")));
     auto mainFn = func::FuncOp::create(
-        b, loc(), "main", FunctionType::get(c, {i32, argv}, {i32}));
+        b(), loc(), "main", FunctionType::get(c, {i32, argv}, {i32}));
     Block *entry = mainFn.addEntryBlock();
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(entry);
+    OpBuilder::InsertionGuard guard(b());
+    b().setInsertionPointToStart(entry);
     Value description = emitc::GetGlobalOp::create(
-        b, loc(), emitc::LValueType::get(programType), "loom_program");
+        b(), loc(), emitc::LValueType::get(programType), "loom_program");
     Value address = emitc::AddressOfOp::create(
-        b, loc(), emitc::PointerType::get(programType), description);
-    Value rc = emitc::CallOpaqueOp::create(
-                   b, loc(), TypeRange{i32}, "loomrt_main",
-                   ValueRange{entry->getArgument(0), entry->getArgument(1),
-                              address})
-                   .getResult(0);
-    func::ReturnOp::create(b, loc(), rc);
+        b(), loc(), emitc::PointerType::get(programType), description);
+    Value rc =
+        emitc::CallOpaqueOp::create(
+            b(), loc(), TypeRange{i32}, "loomrt_main",
+            ValueRange{entry->getArgument(0), entry->getArgument(1), address})
+            .getResult(0);
+    func::ReturnOp::create(b(), loc(), rc);
     model.erase();
     return success();
   }
 };
 
+/// The generic pattern: every op with a runtime kernel (any dialect's
+/// KernelOpInterface) is one call of `loomrt_<op>` (or one per operand),
+/// by the argument rule of loomrt.h.
+struct KernelLowering : OpInterfaceConversionPattern<KernelOpInterface> {
+  KernelLowering(const TypeConverter &types, MLIRContext *context,
+                 Emitter &emitter)
+      : OpInterfaceConversionPattern(types, context), emitter(emitter) {}
+  LogicalResult
+  matchAndRewrite(KernelOpInterface op, ArrayRef<Value> operands,
+                  ConversionPatternRewriter &rewriter) const override {
+    return emitter.lowerPlaced(op, operands, rewriter, [&](Operation *o) {
+      return emitter.emitKernel(cast<KernelOpInterface>(o));
+    });
+  }
+  Emitter &emitter;
+};
+
+/// A collective (`OpT`): the runtime's group call, in place or
+/// asynchronous.
+template <typename OpT> struct CollectiveLowering : OpConversionPattern<OpT> {
+  CollectiveLowering(const TypeConverter &types, MLIRContext *context,
+                     Emitter &emitter)
+      : OpConversionPattern<OpT>(types, context), emitter(emitter) {}
+  LogicalResult
+  matchAndRewrite(OpT op, typename OpConversionPattern<OpT>::OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    return emitter.lowerPlaced(
+        op, adaptor.getOperands(), rewriter,
+        [&](Operation *o) { return emitter.lowerCollective(o); });
+  }
+  Emitter &emitter;
+};
+
+/// A pipeline transfer (`dist.send`, `dist.recv`) or the wait of an
+/// asynchronous collective.
+template <typename OpT> struct TransferLowering : OpConversionPattern<OpT> {
+  TransferLowering(const TypeConverter &types, MLIRContext *context,
+                   Emitter &emitter)
+      : OpConversionPattern<OpT>(types, context), emitter(emitter) {}
+  LogicalResult
+  matchAndRewrite(OpT op, typename OpConversionPattern<OpT>::OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    return emitter.lowerPlaced(
+        op, adaptor.getOperands(), rewriter,
+        [&](Operation *o) { return emitter.lowerTransfer(o); });
+  }
+  Emitter &emitter;
+};
+
+LogicalResult Emitter::convertPlaced(func::FuncOp fn) {
+  MLIRContext *context = fn.getContext();
+  // Tensors are the runtime's buffers; every other type stays.
+  TypeConverter types;
+  types.addConversion([](Type t) { return t; });
+  types.addConversion([&](RankedTensorType) -> Type { return bufType; });
+  ConversionTarget target(*context);
+  target.addLegalDialect<func::FuncDialect, scf::SCFDialect,
+                         arith::ArithDialect, emitc::EmitCDialect>();
+  target.addLegalOp<UnrealizedConversionCastOp>();
+  target.markUnknownOpDynamicallyLegal(
+      [&](Operation *op) { return !originalOf.count(op); });
+  RewritePatternSet patterns(context);
+  patterns.add<KernelLowering, CollectiveLowering<dist::AllReduceOp>,
+               CollectiveLowering<dist::AllReduceStartOp>,
+               CollectiveLowering<dist::AllGatherOp>,
+               CollectiveLowering<dist::AllGatherStartOp>,
+               CollectiveLowering<dist::ReduceScatterOp>,
+               CollectiveLowering<dist::ShardOp>,
+               CollectiveLowering<dist::FillPaddingOp>,
+               TransferLowering<dist::SendOp>, TransferLowering<dist::RecvOp>,
+               TransferLowering<dist::WaitOp>>(types, context, *this);
+  if (failed(applyPartialConversion(fn, target, std::move(patterns))))
+    return failure();
+  // The casts that carried the buffers to the copies, now read by nothing.
+  SmallVector<UnrealizedConversionCastOp> casts;
+  fn.walk([&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });
+  for (UnrealizedConversionCastOp cast : llvm::reverse(casts))
+    if (cast->use_empty())
+      cast.erase();
+  return success();
+}
+
 struct LoomLowerToRuntimePass
     : public loom::codegen::impl::LoomLowerToRuntimeBase<
           LoomLowerToRuntimePass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<ModelOp> models(module.getOps<ModelOp>());
@@ -1323,6 +1567,7 @@ struct LoomLowerToRuntimePass
     if (failed(layout))
       return signalPassFailure();
     Emitter emitter(module, models.front(), *layout);
+    emitter.placeOnly = placeOnly;
     if (failed(emitter.run()))
       signalPassFailure();
   }

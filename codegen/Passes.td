@@ -52,12 +52,27 @@ def LoomLowerToRuntime : Pass<"loom-lower-to-runtime", "::mlir::ModuleOp"> {
     (`loomrt_tensor`) or the recorded memory plan (`loomrt_scratch`); every op is a
     `func.call` to `loomrt_<op>` with the arguments of the rule in
     `loomrt.h`; a `train.repeat` is an `scf.for` over views of its stacked
-    operands. The tensor table, the shape table and the program's
+    operands.
+
+    It runs in two steps. A walk builds each function's structure (loops,
+    guards, the pipeline schedule's driver) and every value's buffer, and
+    leaves each kernel, collective, transfer and wait where it runs as a
+    copy that reads its operands' buffers (`builtin.unrealized_conversion_cast`
+    to their tensor types). MLIR's dialect conversion then lowers the
+    copies, with a type converter from tensors to buffers: one pattern for
+    every op with `KernelOpInterface` (of any dialect), one per collective,
+    and one per transfer and wait. `place-only` stops after the walk. The tensor table, the shape table and the program's
     description are `emitc.global`s and `main` a `func.func` calling
     `loomrt_main`. Upstream `convert-scf-to-emitc`,
     `convert-arith-to-emitc` and `convert-func-to-emitc` then give EmitC,
     and `loomc` prints C++ with MLIR's C++ emitter.
   }];
+  let options = [
+    Option<"placeOnly", "place-only", "bool", "false",
+           "Stop after the walk: each kernel, collective, transfer and wait "
+           "left as a copy reading its operands' buffers, for the "
+           "conversion's patterns to lower (to read and test the walk)">,
+  ];
   let dependentDialects = ["::loom::dist::DistDialect", "::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
