@@ -785,6 +785,26 @@ loom::analysis::recordedPlans(ModelOp model, StringRef name,
   return plans;
 }
 
+FailureOr<SmallVector<int64_t>>
+loom::analysis::arenaPeaks(ModelOp model, StringRef name,
+                           const DenseSet<Operation *> &ops,
+                           const DenseMap<Value, int64_t> &persistent) {
+  DictionaryAttr recorded =
+      loom::codegen::planAttrs(model).getPeakBytesAttrHelper().getAttr(model);
+  if (auto peaks = recorded
+                       ? dyn_cast_or_null<DenseI64ArrayAttr>(recorded.get(name))
+                       : DenseI64ArrayAttr())
+    return SmallVector<int64_t>(peaks.asArrayRef());
+  FailureOr<SmallVector<MemoryPlan>> plans =
+      planFunction(model, ops, persistent);
+  if (failed(plans))
+    return failure();
+  SmallVector<int64_t> peaks;
+  for (const MemoryPlan &plan : *plans)
+    peaks.push_back(plan.peakBytes);
+  return peaks;
+}
+
 LogicalResult loom::analysis::verifyInFlightBuffers(Block &block,
                                                    const MemoryPlan &plan) {
   auto arenaBytes = [&](Value v) -> std::pair<int64_t, int64_t> {

@@ -172,6 +172,14 @@ recordedPlans(loom::train::ModelOp model, llvm::StringRef name,
               const llvm::DenseSet<mlir::Operation *> &ops,
               const llvm::DenseMap<mlir::Value, int64_t> &persistent);
 
+/// The arena sizes of the function `name` per pipeline rank: those
+/// loom-memory-plan recorded, or, where it did not run, planned here
+/// (planFunction).
+llvm::FailureOr<llvm::SmallVector<int64_t>>
+arenaPeaks(loom::train::ModelOp model, llvm::StringRef name,
+           const llvm::DenseSet<mlir::Operation *> &ops,
+           const llvm::DenseMap<mlir::Value, int64_t> &persistent);
+
 /// Checks that no value an op writes while an asynchronous collective is in
 /// flight (after its `dist.all_reduce_start`, before its `dist.wait`) shares
 /// bytes with the collective's buffers; reports the first that does at the

@@ -4,7 +4,6 @@
 
 #include "analysis/Roofline.h"
 #include "dialects/dist/DistDialect.h"
-#include "dialects/loom/LoomDialect.h"
 
 #include "analysis/Layout.h"
 #include "analysis/MemoryPlan.h"
@@ -197,8 +196,19 @@ FailureOr<Report> loom::analysis::reportModel(ModelOp model,
   // The arena holds the gradients beside the activations; they are counted
   // as gradients (whole, as if all were live at the peak), the rest as
   // activations and temporaries of this rank's share of the batch.
-  int64_t arena =
-      planMemory(body, layout->stepOps, layout->stepPersistent).peakBytes;
+  // The plan loom-memory-plan recorded (the one-rank program loomc
+  // compiles), else planned here. A mesh's training step is planned as
+  // one rank, whatever its pipeline.
+  int64_t arena = 0;
+  if (config.mesh && config.mesh.getNumRanks() > 1) {
+    arena = planMemory(body, layout->stepOps, layout->stepPersistent).peakBytes;
+  } else {
+    FailureOr<SmallVector<int64_t>> peaks =
+        arenaPeaks(model, "step", layout->stepOps, layout->stepPersistent);
+    if (failed(peaks))
+      return failure();
+    arena = peaks->front();
+  }
   int64_t fp32Gradients = 0;
   for (Operation &op : body)
     if (auto p = dyn_cast<ParamOp>(op))
@@ -356,27 +366,16 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
   // Each pipeline rank plans its own arena (what its stages run): the plan
   // loom-memory-plan recorded, or planned here where it did not run. The
   // gradients in it are what its updates consume.
-  SmallVector<int64_t> arenas;
-  DictionaryAttr recorded =
-      loom::codegen::planAttrs(rank).getPeakBytesAttrHelper().getAttr(rank);
-  if (auto peaks =
-          recorded ? dyn_cast_or_null<DenseI64ArrayAttr>(recorded.get("step"))
-                   : DenseI64ArrayAttr()) {
-    arenas.assign(peaks.asArrayRef().begin(), peaks.asArrayRef().end());
-  } else {
-    FailureOr<SmallVector<MemoryPlan>> plans =
-        planFunction(rank, layout->stepOps, layout->stepPersistent);
-    if (failed(plans))
-      return failure();
-    for (const MemoryPlan &p : *plans)
-      arenas.push_back(p.peakBytes);
-  }
-  if (int64_t(arenas.size()) != pp)
+  FailureOr<SmallVector<int64_t>> arenas =
+      arenaPeaks(rank, "step", layout->stepOps, layout->stepPersistent);
+  if (failed(arenas))
+    return failure();
+  if (int64_t(arenas->size()) != pp)
     return rank.emitOpError("has a memory plan of ")
-           << arenas.size() << " pipeline ranks, and " << pp
+           << arenas->size() << " pipeline ranks, and " << pp
            << " pipeline ranks";
   for (int64_t c = 0; c < pp; ++c) {
-    int64_t arena = arenas[size_t(c)];
+    int64_t arena = (*arenas)[size_t(c)];
     StageStates &s = pipelineRanks[size_t(c)];
     s.activationBytes = std::max<int64_t>(arena - s.gradientBytes, 0);
   }

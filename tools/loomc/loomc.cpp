@@ -950,6 +950,11 @@ int Compilation::reportAndCheckFit() {
     auto models = llvm::to_vector(module->getOps<loom::train::ModelOp>());
     if (models.size() != 1)
       return fail("the report needs exactly one 'train.model'");
+    // One rank: the training step is the rank program, planned once for
+    // the report and the code generator.
+    if (meshSpec.empty())
+      if (int rc = planMemory())
+        return rc;
     FailureOr<loom::analysis::Report> r =
         loom::analysis::reportModel(models.front(), config, cluster);
     if (failed(r))
