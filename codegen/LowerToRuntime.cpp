@@ -1485,37 +1485,27 @@ struct KernelLowering : OpInterfaceConversionPattern<KernelOpInterface> {
   Emitter &emitter;
 };
 
-/// A collective (`OpT`): the runtime's group call, in place or
-/// asynchronous.
-template <typename OpT> struct CollectiveLowering : OpConversionPattern<OpT> {
-  CollectiveLowering(const TypeConverter &types, MLIRContext *context,
-                     Emitter &emitter)
+/// A collective, a pipeline transfer (`dist.send`, `dist.recv`) or the
+/// wait of an asynchronous collective (`OpT`), lowered by the Emitter's
+/// `emit` (lowerCollective or lowerTransfer).
+template <typename OpT, LogicalResult (Emitter::*emit)(Operation *)>
+struct PlacedLowering : OpConversionPattern<OpT> {
+  PlacedLowering(const TypeConverter &types, MLIRContext *context,
+                 Emitter &emitter)
       : OpConversionPattern<OpT>(types, context), emitter(emitter) {}
   LogicalResult
   matchAndRewrite(OpT op, typename OpConversionPattern<OpT>::OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     return emitter.lowerPlaced(
         op, adaptor.getOperands(), rewriter,
-        [&](Operation *o) { return emitter.lowerCollective(o); });
+        [&](Operation *o) { return (emitter.*emit)(o); });
   }
   Emitter &emitter;
 };
-
-/// A pipeline transfer (`dist.send`, `dist.recv`) or the wait of an
-/// asynchronous collective.
-template <typename OpT> struct TransferLowering : OpConversionPattern<OpT> {
-  TransferLowering(const TypeConverter &types, MLIRContext *context,
-                   Emitter &emitter)
-      : OpConversionPattern<OpT>(types, context), emitter(emitter) {}
-  LogicalResult
-  matchAndRewrite(OpT op, typename OpConversionPattern<OpT>::OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    return emitter.lowerPlaced(
-        op, adaptor.getOperands(), rewriter,
-        [&](Operation *o) { return emitter.lowerTransfer(o); });
-  }
-  Emitter &emitter;
-};
+template <typename OpT>
+using CollectiveLowering = PlacedLowering<OpT, &Emitter::lowerCollective>;
+template <typename OpT>
+using TransferLowering = PlacedLowering<OpT, &Emitter::lowerTransfer>;
 
 LogicalResult Emitter::convertPlaced(func::FuncOp fn) {
   MLIRContext *context = fn.getContext();
