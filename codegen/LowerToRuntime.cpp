@@ -325,6 +325,9 @@ struct Emitter {
     return success();
   }
 
+  /// The calls of a kernel op (KernelLowering's): `loomrt_<op>`, or its
+  /// `_accumulate` entry where it adds into an accumulator, once or once
+  /// per operand, by the argument rule of loomrt.h.
   LogicalResult emitKernel(KernelOpInterface kernel) {
     Operation *op = kernel.getOperation();
     SmallVector<Value> results, operands;
@@ -398,6 +401,7 @@ struct Emitter {
         b(), loc(), b().getIntegerType(32, /*isSigned=*/false), i32(mask));
   }
 
+  /// The calls of a collective (lowerCollective's).
   LogicalResult emitCollective(Operation *op) {
     Value in = bufferOf(op->getOperand(0));
     Value out = defineBuffer(op->getResult(0));
@@ -1080,7 +1084,8 @@ struct Emitter {
     return success();
   }
 
-  /// Emits one op (without its guard).
+  /// Emits one op (without its guard): the walk's own ops here, a kernel,
+  /// collective, transfer or wait placed for the conversion (place).
   LogicalResult emitOp(Operation &op) {
     if (isa<ParamOp, StateOp, InputOp, IterationOp>(op))
       return success();
