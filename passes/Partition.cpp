@@ -122,6 +122,28 @@ struct Partitioner {
       auto pad = in.getDefiningOp<PadOp>();
       return pad && pad.getHigh()[d] > 0;
     };
+    // A stored parameter: the runtime initializes, loads and exports it
+    // with zero padding, and its update keeps the padding zero where the
+    // gradient's is (a zero gradient moves neither SGD's weight, decay or
+    // momentum, nor AdamW's moments, nor its decoupled decay of a zero).
+    // An update of something else (a ZeRO-1 shard of it) is not followed.
+    if (auto param = v.getDefiningOp<ParamOp>()) {
+      bool updated = false;
+      for (Operation *user : param->getUsers()) {
+        Value grad;
+        if (auto sgd = dyn_cast<SGDUpdateOp>(user); sgd && sgd.getParam() == v)
+          grad = sgd.getGrad();
+        else if (auto adamw = dyn_cast<AdamWUpdateOp>(user);
+                 adamw && adamw.getParam() == v)
+          grad = adamw.getGrad();
+        else
+          continue;
+        if (!zeroPadded(grad, d, depth + 1))
+          return false;
+        updated = true;
+      }
+      return updated;
+    }
     if (auto result = dyn_cast<OpResult>(v)) {
       Operation *op = result.getOwner();
       if (auto fill = dyn_cast<dist::FillPaddingOp>(op))
@@ -147,8 +169,11 @@ struct Partitioner {
                fill.getValue().convertToDouble() ==
                    double(std::numeric_limits<float>::lowest());
       }
-      if (auto grad = dyn_cast<EmbeddingGradOp>(op))
-        return d == 0 && grad.getVocabGroup() != 0;
+      // (Its rows split in padded blocks are split over the vocabulary, so
+      // its kernel skips the ids of other blocks; asked before the op is
+      // partitioned, as a parameter's update is, it has no group yet.)
+      if (isa<EmbeddingGradOp>(op))
+        return d == 0;
       // An op linear in an operand (a product, a reshape, a gradient in
       // its incoming gradient) whose block of that dimension's factor has
       // zero padding: each padding element of the result is a sum of
