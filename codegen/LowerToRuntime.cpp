@@ -1245,14 +1245,19 @@ struct Emitter {
   LogicalResult lowerCollective(Operation *op) {
     if (failed(emitCollective(op)))
       return failure();
-    if (!completedStarts.contains(op))
-      return success();
-    if (Value event = events.lookup(op->getResult(0)))
+    if (completedStarts.contains(op))
+      waitFor(op);
+    return success();
+  }
+
+  /// Waits for the asynchronous collective `start` began: its event, or its
+  /// bucket's.
+  void waitFor(Operation *start) {
+    if (Value event = events.lookup(start->getResult(0)))
       call("loomrt_comm_wait", {ctx, event});
     else
       call("loomrt_comm_bucket_wait",
-           {ctx, bucketsInFlight.lookup(op->getResult(0))});
-    return success();
+           {ctx, bucketsInFlight.lookup(start->getResult(0))});
   }
 
   /// A transfer's or a wait's calls.
@@ -1263,13 +1268,8 @@ struct Emitter {
         call("loomrt_comm_list_wait", {ctx, deferredEvents.lookup(start)});
         return success();
       }
-      if (completedStarts.contains(start))
-        return success();
-      if (Value event = events.lookup(start->getResult(0)))
-        call("loomrt_comm_wait", {ctx, event});
-      else
-        call("loomrt_comm_bucket_wait",
-             {ctx, bucketsInFlight.lookup(start->getResult(0))});
+      if (!completedStarts.contains(start))
+        waitFor(start);
       return success();
     }
     if (auto send = dyn_cast<dist::SendOp>(op)) {
