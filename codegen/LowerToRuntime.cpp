@@ -85,24 +85,30 @@ struct Emitter {
   DenseMap<int64_t, Value> tensorHandles;
   DenseMap<Value, Value> indices;
   DenseSet<Value> predefined;
-  /// The lowering runs in two steps. The walk (emitOps) builds each
-  /// function: its loops, guards and schedule driver, every value's buffer
-  /// (the recorded plan's offsets, the tensor table, views, accumulators),
-  /// and, where each kernel, collective, transfer and wait runs, a copy of
-  /// the op whose operands are its operands' buffers (cast to their tensor
-  /// types). Dialect conversion then lowers those copies to their runtime
-  /// calls, with the type converter from tensors to buffers and one pattern
-  /// for every KernelOpInterface op, one per collective, transfer and wait
-  /// (lowerPlaced). `originalOf` maps a copy to the op it stands for, whose
-  /// results' buffers the walk defined (`predefined`).
-  DenseMap<Operation *, Operation *> originalOf;
+  /// The lowering runs in two steps. The walk (placeBlock) copies each op
+  /// the function runs into it, in its loops, and checks each for what its
+  /// pattern could not lower. Dialect conversion then lowers the copies,
+  /// with a type converter from tensors to the runtime's buffers: one
+  /// pattern for every KernelOpInterface op, one per collective, transfer
+  /// and wait, and patterns for loops (train.repeat to scf.for, the body
+  /// moved into it), their yields, `dist.on` guards (every pattern's op
+  /// under its guard: lower), the schedule's driver, constants, reshapes
+  /// and index additions. Each value's buffer (the recorded plan's
+  /// offsets, the tensor table, views, accumulators) is made where its op
+  /// is lowered and replaces the op's result. `originalOf` maps a copy to
+  /// the model's op it stands for, `copyOf` back: the patterns read the
+  /// model's analyses (the plan, accumulations, stages) on the original.
+  DenseMap<Operation *, Operation *> originalOf, copyOf;
+  /// The copies of the loops the schedule's driver runs: their bodies wait
+  /// (legal) until the driver moves them into its actions (convert).
+  DenseSet<Operation *> heldLoops;
+  /// The rewriter of the pattern running, null outside the conversion.
+  ConversionPatternRewriter *rewriter = nullptr;
   /// While a pattern lowers a copy: the converted values of the original
   /// op's operands (bufferOf, indexOf read them first).
   DenseMap<Value, Value> converted;
   /// Stop after the walk (the pass's `place-only`).
   bool placeOnly = false;
-  /// Repeats numbered in program order, for the trace.
-  int64_t repeats = 0;
   /// The runtime's event of each asynchronous collective in flight (keyed
   /// by its first result), or its bucket when it reduces several tensors.
   DenseMap<Value, Value> events, bucketsInFlight;
@@ -576,8 +582,6 @@ struct Emitter {
   /// A repeat's result buffers, its carries started from their initial
   /// values.
   LogicalResult emitRepeatPrologue(RepeatOp repeat) {
-    if (failed(checkTypes(repeat)))
-      return failure();
     for (Value r : repeat.getResults())
       defineBuffer(r);
     for (Operation &op : repeat.getBodyBlock())
@@ -643,7 +647,10 @@ struct Emitter {
     return cond;
   }
 
-  LogicalResult emitRepeat(RepeatOp repeat) {
+  /// A repeat: its prologue, then an scf.for whose body is the copy's body,
+  /// moved (inlineIteration); the copies in it are lowered after it.
+  LogicalResult lowerRepeat(Operation *op) {
+    auto repeat = cast<RepeatOp>(op);
     if (failed(emitRepeatPrologue(repeat)))
       return failure();
     int64_t count = repeat.getCount();
@@ -652,44 +659,66 @@ struct Emitter {
     Value one = arith::ConstantIndexOp::create(b(), loc(), 1);
     auto loop = scf::ForOp::create(b(), loc(), lb, ub, one);
     OpBuilder::InsertionGuard guard(b());
-    b().setInsertionPointToStart(loop.getBody());
+    b().setInsertionPoint(loop.getBody()->getTerminator());
     Value index = loop.getInductionVar();
     if (repeat.getReverse())
       index = arith::SubIOp::create(
           b(), loc(), arith::ConstantIndexOp::create(b(), loc(), count - 1),
           index);
-    return emitIteration(repeat, index);
+    inlineIteration(repeat, index);
+    return success();
   }
 
-  /// Iteration `index` of `repeat` (its prologue emitted before).
-  LogicalResult emitIteration(RepeatOp repeat, Value index) {
+  /// What the end of an iteration (its yield's lowering) needs from its
+  /// start: the iteration's index, its trace words, and the slices made in
+  /// the loop's result.
+  struct Iteration {
+    Value index, repeatId, traceIndex;
+    DenseSet<Value> madeInResult;
+  };
+  /// Per repeat of the model, its iteration being lowered.
+  DenseMap<Operation *, Iteration> iterations;
+  /// Per repeat of the model, its number in the order the lowering emits
+  /// them, for the trace (numberRepeats).
+  DenseMap<Operation *, int64_t> repeatIds;
+
+  /// A stacked value a schedule keeps in slots is indexed by the action's
+  /// slot, every other by the iteration.
+  Value sliceIndex(Value stacked, Value index) {
+    return actionSlot && scheduleSlots(stacked) ? actionSlot : index;
+  }
+
+  /// Starts iteration `index` of `repeat` (its prologue emitted before):
+  /// its arguments' buffers, then the copy of its body, moved to the
+  /// insertion point with its arguments replaced by them. The body's
+  /// yield ends the iteration (endIteration).
+  void inlineIteration(RepeatOp repeat, Value index) {
     int64_t count = repeat.getCount();
     size_t numCarries = repeat.getCarries().size();
     Block &body = repeat.getBodyBlock();
+    Iteration &iteration = iterations[repeat];
+    iteration = Iteration();
+    iteration.index = index;
     indices[body.getArgument(0)] = index;
-    Value repeatId = i64(repeats++);
-    Value traceIndex =
+    iteration.repeatId = i64(repeatIds.lookup(repeat));
+    iteration.traceIndex =
         arith::IndexCastOp::create(b(), loc(), b().getI64Type(), index);
-    call("loomrt_trace_iteration", {ctx, repeatId, traceIndex, i32(1)});
+    call("loomrt_trace_iteration",
+         {ctx, iteration.repeatId, iteration.traceIndex, i32(1)});
     for (size_t i = 0; i < numCarries; ++i)
       buffers[body.getArgument(1 + i)] =
           bufferOf(repeat.getCarryResults()[i]);
-    // A stacked value a schedule keeps in slots is indexed by the action's
-    // slot, every other by the iteration.
-    auto at = [&](Value stacked) {
-      return actionSlot && scheduleSlots(stacked) ? actionSlot : index;
-    };
     for (auto [s, operand] : llvm::enumerate(repeat.getStacked()))
       if (Value whole = bufferOf(operand))
         buffers[body.getArgument(1 + numCarries + s)] =
-            view(whole, at(operand), tensorBytes(operand.getType()) / count);
+            view(whole, sliceIndex(operand, index),
+                 tensorBytes(operand.getType()) / count);
     for (auto [j, inv] : llvm::enumerate(repeat.getInvariants()))
       buffers[body.getArgument(1 + numCarries + repeat.getStacked().size() +
                                j)] = bufferOf(inv);
     // As the memory plan has it: where the body runs whole on every rank,
     // a slice it yields is made in the result's slice.
     YieldOp yield = repeat.getYield();
-    DenseSet<Value> madeInResult;
     if (rankPlans.size() < 2 && !nestedOps(functionOps, body))
       for (Value slice : yield.getStacked())
         if (OpResult result = yieldedIntoResult(slice))
@@ -697,7 +726,7 @@ struct Emitter {
             buffers[slice] = view(whole, index,
                                   tensorBytes(result.getType()) / count);
             predefined.insert(slice);
-            madeInResult.insert(slice);
+            iteration.madeInResult.insert(slice);
           }
     // A reduction deferred past the loop is made in its result's slice
     // (it completes after the loop, so nothing may copy it before).
@@ -714,13 +743,34 @@ struct Emitter {
         buffers[slice] = view(bufferOf(result), index,
                               tensorBytes(result.getType()) / count);
         predefined.insert(slice);
-        madeInResult.insert(slice);
+        iteration.madeInResult.insert(slice);
       }
     }
-    if (failed(emitOps(body, nestedOps(functionOps, body))))
-      return failure();
+    // The copy's body, here: its arguments are the buffers (cast to their
+    // tensor types; an argument this function has no buffer for, such as
+    // the evaluation's gradient carries, is a cast of nothing).
+    auto copy = cast<RepeatOp>(copyOf.lookup(repeat));
+    SmallVector<Value> args{index};
+    for (BlockArgument arg : body.getArguments().drop_front()) {
+      Value buffer = bufferOf(arg);
+      args.push_back(UnrealizedConversionCastOp::create(
+                         b(), loc(), arg.getType(),
+                         buffer ? ValueRange{buffer} : ValueRange{})
+                         .getResult(0));
+    }
+    rewriter->inlineBlockBefore(&copy.getBodyBlock(), b().getInsertionBlock(),
+                                b().getInsertionPoint(), args);
+  }
 
-    call("loomrt_trace_iteration", {ctx, repeatId, traceIndex, i32(0)});
+  /// The end of an iteration, its yield's lowering: the slices copied into
+  /// the loop's stacked results and the carries into the next iteration's.
+  LogicalResult endIteration(Operation *op) {
+    auto yield = cast<YieldOp>(op);
+    auto repeat = cast<RepeatOp>(yield->getParentOp());
+    Iteration &iteration = iterations[repeat];
+    int64_t count = repeat.getCount();
+    call("loomrt_trace_iteration",
+         {ctx, iteration.repeatId, iteration.traceIndex, i32(0)});
     // Under a schedule's action, what one stage made is kept only from
     // that stage's action (the others hold zeros for it).
     // Elsewhere, a result another stage's ops make is not this rank's (it
@@ -737,19 +787,15 @@ struct Emitter {
         continue;
       // An accumulation written over its slice, or a slice made in the
       // result, is in the result already.
-      if (addsIntoSlice(slice) || madeInResult.contains(slice))
+      if (addsIntoSlice(slice) || iteration.madeInResult.contains(slice))
         continue;
       emitWhen(keeps(slice, result), [&] {
-        copy(view(bufferOf(result), at(result),
+        copy(view(bufferOf(result), sliceIndex(result, iteration.index),
                   tensorBytes(result.getType()) / count),
              bufferOf(slice), slice.getType());
       });
     }
     for (auto [i, next] : llvm::enumerate(yield.getCarries())) {
-      auto arg = dyn_cast<BlockArgument>(next);
-      if (arg && arg.getOwner() == &body && arg.getArgNumber() != 1 + i)
-        return yield.emitOpError("yields another iteration argument as carry ")
-               << i << ", which the code generator does not support";
       // A carry this function does not compute (the evaluation's
       // gradient accumulators).
       if (!bufferOf(next))
@@ -762,6 +808,22 @@ struct Emitter {
     return success();
   }
 
+  /// Checks that a loop's yield passes each carry's own argument or a new
+  /// value (the lowering's carries are buffers, updated in place).
+  LogicalResult checkYield(YieldOp yield) {
+    auto repeat = dyn_cast<RepeatOp>(yield->getParentOp());
+    if (!repeat)
+      return success();
+    Block &body = repeat.getBodyBlock();
+    for (auto [i, next] : llvm::enumerate(yield.getCarries())) {
+      auto arg = dyn_cast<BlockArgument>(next);
+      if (arg && arg.getOwner() == &body && arg.getArgNumber() != 1 + i)
+        return yield.emitOpError("yields another iteration argument as carry ")
+               << i << ", which the code generator does not support";
+    }
+    return success();
+  }
+
   /// The ops the function being emitted runs (Layout's stepOps or
   /// evalOps), at every depth.
   const DenseSet<Operation *> *functionOps = nullptr;
@@ -770,6 +832,9 @@ struct Emitter {
   /// slot (an index: where its micro-batch's saved values live), or null
   /// outside the schedule's driver.
   Value actionStage, actionSlot;
+  /// The driver's stage and slot, kept for the conversion of the bodies it
+  /// runs (set while those are lowered: actionStage and actionSlot).
+  Value driverStage, driverSlot;
 
   /// Within a schedule's action, whether the action's stage is `op`'s
   /// (`dist.stage`); null outside the driver or for an op of no stage.
@@ -792,7 +857,7 @@ struct Emitter {
   /// The output reads no zeros: an op of some ranks that the output reads
   /// updates a tensor that those ranks alone hold.
   /// A loop reads it where its body does.
-  bool needsZeros(Value r) {
+  bool needsZeros(Value r, bool underAction) {
     return llvm::any_of(r.getUses(), [&](OpOperand &use) {
       Operation *user = use.getOwner();
       if (isa<OutputOp>(user))
@@ -802,10 +867,11 @@ struct Emitter {
         if (use.getOperandNumber() < repeat.getCarries().size())
           return true;
         return needsZeros(
-            repeat.getBodyBlock().getArgument(1 + use.getOperandNumber()));
+            repeat.getBodyBlock().getArgument(1 + use.getOperandNumber()),
+            underAction);
       }
       if (isa<YieldOp>(user))
-        return !actionStage;
+        return !underAction;
       dist::DistDialect &attrs = dist::attrs(user);
       return !attrs.getStageAttrHelper().isAttrPresent(user) &&
              !attrs.getOnAttrHelper().isAttrPresent(user);
@@ -822,15 +888,11 @@ struct Emitter {
     emit();
   }
 
-  /// Emits `op` under its `dist.on` guard: the ranks whose coordinates
-  /// match run it, the others fill its results with zeros (a pipeline
-  /// stage's values are zero off its rank, which makes sums over the
-  /// pipeline whole). Within a schedule's action the guard is the
-  /// action's stage instead: a rank's other stages' ops are zero too, so
-  /// each action adds its own stage's part to the loops' sums.
   /// Whether this rank's coordinates are those of `dist.on` (an i1), or
-  /// null when `on` is null.
-  FailureOr<Value> onRanks(Operation &op, DictionaryAttr on) {
+  /// null when `on` is null. With `check`, only checks that each entry
+  /// names a mesh axis and coordinates, and emits nothing.
+  FailureOr<Value> onRanks(Operation &op, DictionaryAttr on,
+                           bool check = false) {
     Value cond;
     for (NamedAttribute entry : on ? on.getValue() : ArrayRef<NamedAttribute>()) {
       int64_t axis = mesh.getAxisIndex(entry.getName());
@@ -844,6 +906,8 @@ struct Emitter {
                << dist::attrs(&op).getOnAttrHelper().getNameStr()
                << "' entry that names no mesh axis and coordinate: "
                << entry.getName();
+      if (check)
+        continue;
       Value here =
           call("loomrt_mesh_coord", {ctx, i32(axis)}, {b().getI64Type()});
       // One of the listed coordinates.
@@ -858,7 +922,43 @@ struct Emitter {
     return cond;
   }
 
-  LogicalResult emitGuarded(Operation &op, DictionaryAttr on) {
+  /// Whether `op` runs within a loop the schedule's driver runs, where its
+  /// guard is its action's stage.
+  bool underScheduledLoop(Operation *op) {
+    for (Operation *p = op->getParentOp(); p; p = p->getParentOp())
+      if (isScheduled(p))
+        return true;
+    return false;
+  }
+
+  /// Checks what emitGuarded would find wrong with `op`'s guard.
+  LogicalResult checkGuard(Operation &op, DictionaryAttr on) {
+    bool underAction = underScheduledLoop(&op);
+    if (!(underAction && dist::stageOf(&op)) &&
+        failed(onRanks(op, on, /*check=*/true)))
+      return failure();
+    for (Value r : op.getResults()) {
+      auto type = dyn_cast<RankedTensorType>(r.getType());
+      if (!type)
+        return op.emitOpError("runs on some ranks only and has a result "
+                              "that is not a tensor");
+      if (needsZeros(r, underAction) && !writtenIntoAccumulator(r) &&
+          !isa<FloatType>(type.getElementType()))
+        return op.emitOpError("runs on some ranks only and has a result of ")
+               << type << "; the others fill it with zeros, which needs a "
+                          "float tensor";
+    }
+    return success();
+  }
+
+  /// Emits `op` (by `emit`) under its `dist.on` guard: the ranks whose
+  /// coordinates match run it, the others fill its results with zeros (a
+  /// pipeline stage's values are zero off its rank, which makes sums over
+  /// the pipeline whole). Within a schedule's action the guard is the
+  /// action's stage instead: a rank's other stages' ops are zero too, so
+  /// each action adds its own stage's part to the loops' sums.
+  LogicalResult emitGuarded(Operation &op, DictionaryAttr on,
+                            llvm::function_ref<LogicalResult()> emit) {
     Value cond = actionStageMatches(&op);
     if (!cond) {
       FailureOr<Value> here = onRanks(op, on);
@@ -866,39 +966,32 @@ struct Emitter {
         return failure();
       cond = *here;
     }
-    for (Value r : op.getResults()) {
-      if (!isa<RankedTensorType>(r.getType()))
-        return op.emitOpError("runs on some ranks only and has a result "
-                              "that is not a tensor");
+    // Its results' buffers are defined before the guard, so that code
+    // after the guard sees them.
+    for (Value r : op.getResults())
       if (defineBuffer(r))
         predefined.insert(r);
-    }
     auto guard = scf::IfOp::create(b(), loc(), cond, /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard ig(b());
-      b().setInsertionPointToStart(&guard.getThenRegion().front());
-      // The handle of a collective started here would not reach its wait
-      // outside the guard: it completes here (lowerStart).
-      if (isa<dist::AllReduceStartOp, dist::AllGatherStartOp>(op))
-        completedStarts.insert(&op);
-      if (failed(emitOp(op)))
-        return failure();
-      b().setInsertionPointToStart(&guard.getElseRegion().front());
-      for (Value r : op.getResults()) {
-        // An accumulation written into its carry leaves the carry as it
-        // is where it does not run: zeros (its seed) where the carry is
-        // another stage's, and no write where this rank does not hold it.
-        if (!needsZeros(r) || writtenIntoAccumulator(r))
-          continue;
-        auto type = cast<RankedTensorType>(r.getType());
-        if (!isa<FloatType>(type.getElementType()))
-          return op.emitOpError("runs on some ranks only and has a result of ")
-                 << type << "; the others fill it with zeros, which needs a "
-                            "float tensor";
-        if (Value buf = bufferOf(r))
-          call("loomrt_fill",
-               {ctx, buf, i64(shapeId(type.getShape())), f64(0.0)});
-      }
+    OpBuilder::InsertionGuard ig(b());
+    b().setInsertionPoint(guard.getThenRegion().front().getTerminator());
+    // The handle of a collective started here would not reach its wait
+    // outside the guard: it completes here (lowerCollective).
+    if (isa<dist::AllReduceStartOp, dist::AllGatherStartOp>(op))
+      completedStarts.insert(&op);
+    if (failed(emit()))
+      return failure();
+    b().setInsertionPoint(guard.getElseRegion().front().getTerminator());
+    for (Value r : op.getResults()) {
+      // An accumulation written into its carry leaves the carry as it
+      // is where it does not run: zeros (its seed) where the carry is
+      // another stage's, and no write where this rank does not hold it.
+      if (!needsZeros(r, bool(actionStage)) || writtenIntoAccumulator(r))
+        continue;
+      if (Value buf = bufferOf(r))
+        call("loomrt_fill",
+             {ctx, buf,
+              i64(shapeId(cast<RankedTensorType>(r.getType()).getShape())),
+              f64(0.0)});
     }
     return success();
   }
@@ -1015,6 +1108,10 @@ struct Emitter {
     Value microBatch = word(2);
     actionSlot =
         arith::IndexCastOp::create(b(), loc(), b().getIndexType(), word(3));
+    // The bodies moved into the actions are lowered after this function's
+    // other ops, under the driver's stage and slot (convert).
+    driverStage = actionStage;
+    driverSlot = actionSlot;
     llvm::scope_exit done([&] { actionStage = actionSlot = Value(); });
     Value mb =
         arith::IndexCastOp::create(b(), loc(), b().getIndexType(), microBatch);
@@ -1030,11 +1127,12 @@ struct Emitter {
     call("loomrt_pipeline_trace",
          {ctx, kind, actionStage, microBatch, i32(0)});
     b().setInsertionPointToStart(&branch.getThenRegion().front());
-    if (failed(emitIteration(scheduledForward, mb)))
-      return failure();
+    inlineIteration(scheduledForward, mb);
     b().setInsertionPointToStart(&branch.getElseRegion().front());
-    if (!scheduledWeight)
-      return emitIteration(scheduledBackward, mb);
+    if (!scheduledWeight) {
+      inlineIteration(scheduledBackward, mb);
+      return success();
+    }
     // A whole backward runs the input part, then the weight part.
     Value input =
         arith::OrIOp::create(b(), loc(), is(dist::ActionKind::Backward),
@@ -1042,99 +1140,123 @@ struct Emitter {
     Value weight =
         arith::OrIOp::create(b(), loc(), is(dist::ActionKind::Backward),
                              is(dist::ActionKind::BackwardWeight));
-    LogicalResult result = success();
-    emitWhen(input, [&] { result = emitIteration(scheduledBackward, mb); });
-    if (failed(result))
-      return failure();
-    emitWhen(weight, [&] { result = emitIteration(scheduledWeight, mb); });
-    return result;
+    emitWhen(input, [&] { inlineIteration(scheduledBackward, mb); });
+    emitWhen(weight, [&] { inlineIteration(scheduledWeight, mb); });
+    return success();
   }
 
-  LogicalResult emitOps(Block &block, const DenseSet<Operation *> *only) {
+  /// Whether `op` is a loop the schedule's driver runs.
+  bool isScheduled(Operation *op) {
+    return op && ((scheduledForward && op == scheduledForward.getOperation()) ||
+                  (scheduledBackward && op == scheduledBackward.getOperation()) ||
+                  (scheduledWeight && op == scheduledWeight.getOperation()));
+  }
+  SmallVector<RepeatOp, 3> scheduledLoops() {
+    SmallVector<RepeatOp, 3> loops;
+    for (RepeatOp loop : {scheduledForward, scheduledBackward, scheduledWeight})
+      if (loop)
+        loops.push_back(loop);
+    return loops;
+  }
+
+  /// Numbers the repeats of `block` that the function runs (`only`) in the
+  /// order their iterations are emitted: the scheduled loops' at the
+  /// schedule, each loop before the loops in its body.
+  void numberRepeats(Block &block, const DenseSet<Operation *> *only,
+                     int64_t &next) {
     for (Operation &op : block) {
-      if (op.hasTrait<OpTrait::IsTerminator>() ||
-          (only && !only->contains(&op)))
+      if ((only && !only->contains(&op)) || isScheduled(&op))
         continue;
-      if (scheduledForward && &op == scheduledForward.getOperation()) {
-        if (failed(emitRepeatPrologue(scheduledForward)))
-          return failure();
+      if (isa<dist::ScheduleOp>(op))
+        for (RepeatOp loop : scheduledLoops())
+          numberRepeat(loop, next);
+      if (auto repeat = dyn_cast<RepeatOp>(op))
+        numberRepeat(repeat, next);
+    }
+  }
+  void numberRepeat(RepeatOp repeat, int64_t &next) {
+    repeatIds[repeat] = next++;
+    Block &body = repeat.getBodyBlock();
+    numberRepeats(body, nestedOps(functionOps, body), next);
+  }
+
+  /// The first step of the lowering ("the walk"): copies the ops of `block`
+  /// that the function runs (`only`; every op where null) to the insertion
+  /// point, a loop with the ops of its body that run, checking each op for
+  /// what its pattern could not lower, so that no pattern fails half way.
+  /// `map` takes the model's values to the copies'; a value the function
+  /// does not compute here (a parameter, the evaluation's skipped ops)
+  /// stands in as a cast of its buffer, or of nothing.
+  LogicalResult placeBlock(Block &block, const DenseSet<Operation *> *only,
+                           IRMapping &map) {
+    for (Operation &op : block) {
+      if (isa<OutputOp, ParamOp, StateOp, InputOp, IterationOp>(op) ||
+          (only && !only->contains(&op) && !isa<YieldOp>(op)))
         continue;
-      }
-      if ((scheduledBackward && &op == scheduledBackward.getOperation()) ||
-          (scheduledWeight && &op == scheduledWeight.getOperation())) {
-        if (failed(emitRepeatPrologue(cast<RepeatOp>(op))))
-          return failure();
-        continue;
-      }
-      // The schedule runs the loops' iterations (in a function without
-      // the backward, the loops ran where they stand).
-      if (isa<dist::ScheduleOp>(op)) {
-        if (scheduledForward && failed(emitScheduleDriver()))
-          return failure();
-        continue;
-      }
-      if (auto on = dist::attrs(&op).getOnAttrHelper().getAttr(&op)) {
-        if (failed(emitGuarded(op, on)))
-          return failure();
-        continue;
-      }
-      if (failed(emitOp(op)))
+      if (failed(checkOp(op)))
         return failure();
+      for (Value v : op.getOperands())
+        if (!map.contains(v)) {
+          Value buffer = buffers.lookup(v);
+          map.map(v, UnrealizedConversionCastOp::create(
+                         b(), loc(), v.getType(),
+                         buffer ? ValueRange{buffer} : ValueRange{})
+                         .getResult(0));
+        }
+      Operation *copy;
+      if (auto repeat = dyn_cast<RepeatOp>(op)) {
+        copy = b().cloneWithoutRegions(op, map);
+        Block &body = repeat.getBodyBlock();
+        OpBuilder::InsertionGuard guard(b());
+        Block *into = b().createBlock(
+            &copy->getRegion(0), {}, body.getArgumentTypes(),
+            SmallVector<Location>(body.getNumArguments(), loc()));
+        map.map(body.getArguments(), into->getArguments());
+        if (failed(placeBlock(body, nestedOps(functionOps, body), map)))
+          return failure();
+        if (isScheduled(repeat))
+          heldLoops.insert(copy);
+      } else {
+        copy = b().clone(op, map);
+      }
+      originalOf[copy] = &op;
+      copyOf[&op] = copy;
     }
     return success();
   }
 
-  /// Emits one op (without its guard): the walk's own ops here, a kernel,
-  /// collective, transfer or wait placed for the conversion (place).
-  LogicalResult emitOp(Operation &op) {
-    if (isa<ParamOp, StateOp, InputOp, IterationOp>(op))
+  /// Checks what `op`'s pattern would find wrong.
+  LogicalResult checkOp(Operation &op) {
+    if (auto on = dist::attrs(&op).getOnAttrHelper().getAttr(&op))
+      if (failed(checkGuard(op, on)))
+        return failure();
+    if (isa<ReshapeOp, dist::ScheduleOp>(op))
       return success();
-    if (auto reshape = dyn_cast<ReshapeOp>(op)) {
-      buffers[reshape.getResult()] = bufferOf(reshape.getInput());
-      return success();
-    }
     if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
-      // An index constant (a repeat cut across pipeline stages numbers its
-      // iterations from an offset) is a plain C++ value.
-      if (isa<IndexType>(constant.getType())) {
-        indices[constant] = arith::ConstantOp::create(
-            b(), loc(), constant.getType(), constant.getValue());
-        return success();
-      }
       auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
-      if (!dense || !dense.isSplat())
+      if (!isa<IndexType>(constant.getType()) && (!dense || !dense.isSplat()))
         return op.emitOpError("only splat float tensor constants can be "
                               "generated");
-      // The loops it starts fill their carries with it.
-      if (carrySeed(constant))
-        return success();
-      Value buf = defineBuffer(constant);
-      emitWhen(placedHere(constant), [&] {
-        call("loomrt_fill",
-             {ctx, buf, i64(shapeId(dense.getType().getShape())),
-              f64(dense.getSplatValue<APFloat>().convertToDouble())});
-      });
       return success();
     }
     if (auto add = dyn_cast<arith::AddIOp>(op)) {
       if (!isa<IndexType>(add.getType()))
         return op.emitOpError("only index additions can be generated");
-      indices[add] =
-          arith::AddIOp::create(b(), loc(), indices.lookup(add.getLhs()),
-                                indices.lookup(add.getRhs()));
       return success();
     }
     if (auto repeat = dyn_cast<RepeatOp>(op))
-      return emitRepeat(repeat);
+      return checkTypes(repeat);
+    if (auto yield = dyn_cast<YieldOp>(op))
+      return checkYield(yield);
     if (isa<ConcatOp>(op))
       return op.emitOpError("is not supported by the code generator yet");
     if (!isPlaced(op))
       return op.emitOpError("has no runtime kernel");
-    return place(op);
+    return checkPlaced(op);
   }
 
-  /// Whether the walk places `op` for the conversion's patterns: a kernel,
-  /// a collective, a transfer or a wait.
+  /// Whether `op` is a kernel, a collective, a transfer or a wait: an op
+  /// whose results get their buffers before its calls (defineResults).
   static bool isPlaced(Operation &op) {
     return isa<KernelOpInterface, dist::AllReduceOp, dist::AllReduceStartOp,
                dist::AllGatherOp, dist::AllGatherStartOp, dist::ReduceScatterOp,
@@ -1167,71 +1289,62 @@ struct Emitter {
     return success();
   }
 
-  /// Places `op` for the conversion: its results' buffers, then a copy of
-  /// it reading its operands' buffers.
-  LogicalResult place(Operation &op) {
-    if (failed(checkPlaced(op)))
-      return failure();
-    if (auto wait = dyn_cast<dist::WaitOp>(op)) {
-      // A wait's results are its inputs' buffers, complete.
-      for (auto [result, input] :
-           llvm::zip(wait.getResults(), wait.getInputs()))
-        buffers[result] = bufferOf(input);
-    } else {
-      SmallVector<Value> results;
-      SmallVector<Type> types;
-      if (auto kernel = dyn_cast<KernelOpInterface>(op))
-        kernel.getKernelResults(results, types);
-      else
-        results.assign(op.result_begin(), op.result_end());
-      for (Value r : results)
-        if (r) {
-          defineBuffer(r);
-          predefined.insert(r);
-        }
-    }
-    IRMapping map;
-    for (Value operand : op.getOperands()) {
-      Value buffer = isa<IndexType>(operand.getType()) ? indexOf(operand)
-                                                       : bufferOf(operand);
-      if (buffer && isa<IndexType>(operand.getType())) {
-        map.map(operand, buffer);
-        continue;
-      }
-      map.map(operand, UnrealizedConversionCastOp::create(
-                           b(), loc(), operand.getType(),
-                           buffer ? ValueRange{buffer} : ValueRange{})
-                           .getResult(0));
-    }
-    originalOf[b().clone(op, map)] = &op;
-    return success();
+  /// The buffers of a kernel's, a collective's or a transfer's results,
+  /// defined before its calls.
+  void defineResults(Operation &op) {
+    SmallVector<Value> results;
+    SmallVector<Type> types;
+    if (auto kernel = dyn_cast<KernelOpInterface>(op))
+      kernel.getKernelResults(results, types);
+    else
+      results.assign(op.result_begin(), op.result_end());
+    for (Value r : results)
+      if (r && defineBuffer(r))
+        predefined.insert(r);
   }
 
-  /// Lowers `copy`, a copy the walk placed, with `emit` (the runtime calls
-  /// of the op it stands for), reading its operands from the pattern's
-  /// converted `operands`, at the rewriter's insertion point.
-  LogicalResult
-  lowerPlaced(Operation *copy, ValueRange operands,
-              ConversionPatternRewriter &rewriter,
-              llvm::function_ref<LogicalResult(Operation *)> emit) {
+  /// The second step, each pattern's: lowers `copy`, a copy of the model's
+  /// op, with `emit` (the runtime calls of the op it stands for) under the
+  /// op's guard, reading its operands from the pattern's converted
+  /// `operands`, at the rewriter's insertion point; then replaces the copy
+  /// by its results' buffers (a cast of nothing where one has none).
+  LogicalResult lower(Operation *copy, ValueRange operands,
+                      ConversionPatternRewriter &rw,
+                      llvm::function_ref<LogicalResult(Operation *)> emit) {
     Operation *original = originalOf.lookup(copy);
     if (!original)
-      return rewriter.notifyMatchFailure(copy, "not placed by the walk");
+      return rw.notifyMatchFailure(copy, "not a copy of the model's op");
     for (auto [operand, value] : llvm::zip(original->getOperands(), operands))
       converted[operand] = buffered(value);
-    active = &rewriter;
+    active = &rw;
+    rewriter = &rw;
     llvm::scope_exit restore([&] {
       active = &base;
+      rewriter = nullptr;
       converted.clear();
     });
-    if (failed(emit(original)))
+    auto body = [&] { return emit(original); };
+    DictionaryAttr on = dist::attrs(original).getOnAttrHelper().getAttr(original);
+    if (failed(on ? emitGuarded(*original, on, body) : body()))
       return failure();
-    rewriter.eraseOp(copy);
+    SmallVector<Value> values;
+    for (Value r : original->getResults()) {
+      Value v = isa<IndexType>(r.getType()) ? indices.lookup(r)
+                                             : buffers.lookup(r);
+      if (!v)
+        v = UnrealizedConversionCastOp::create(
+                b(), loc(), isa<TensorType>(r.getType()) ? bufType : r.getType(),
+                ValueRange{})
+                .getResult(0);
+      values.push_back(v);
+    }
+    rw.replaceOp(copy, values);
+    originalOf.erase(copy);
     return success();
   }
 
-  /// The buffer a converted operand is: the walk's, under the casts between
-  /// it and its tensor type (null where the walk had none).
+  /// The buffer a converted operand is: the one under the casts between
+  /// it and its tensor type (null where there is none).
   static Value buffered(Value v) {
     while (auto cast = v.getDefiningOp<UnrealizedConversionCastOp>()) {
       if (cast.getInputs().size() != 1)
@@ -1241,8 +1354,84 @@ struct Emitter {
     return v;
   }
 
+  LogicalResult lowerKernel(Operation *op) {
+    defineResults(*op);
+    return emitKernel(cast<KernelOpInterface>(op));
+  }
+
+  /// A reshape is its input's buffer.
+  LogicalResult lowerReshape(Operation *op) {
+    auto reshape = cast<ReshapeOp>(op);
+    buffers[reshape.getResult()] = bufferOf(reshape.getInput());
+    return success();
+  }
+
+  /// A splat tensor constant fills its buffer (where this rank holds it);
+  /// one that seeds a loop's carries is filled there instead. An index
+  /// constant (a repeat cut across pipeline stages numbers its iterations
+  /// from an offset) is a C++ value.
+  LogicalResult lowerConstant(Operation *op) {
+    auto constant = cast<arith::ConstantOp>(op);
+    if (isa<IndexType>(constant.getType())) {
+      indices[constant] = arith::ConstantOp::create(
+          b(), loc(), constant.getType(), constant.getValue());
+      return success();
+    }
+    if (carrySeed(constant))
+      return success();
+    auto dense = cast<DenseFPElementsAttr>(constant.getValue());
+    Value buf = defineBuffer(constant);
+    emitWhen(placedHere(constant), [&] {
+      call("loomrt_fill",
+           {ctx, buf, i64(shapeId(dense.getType().getShape())),
+            f64(dense.getSplatValue<APFloat>().convertToDouble())});
+    });
+    return success();
+  }
+
+  /// An index addition (a stage's iteration offset).
+  LogicalResult lowerIndexAdd(Operation *op) {
+    auto add = cast<arith::AddIOp>(op);
+    indices[add] = arith::AddIOp::create(b(), loc(), indexOf(add.getLhs()),
+                                         indexOf(add.getRhs()));
+    return success();
+  }
+
+  /// The schedule: each scheduled loop's prologue where the loop stands,
+  /// then, here, the driver that runs their iterations (their copies'
+  /// bodies moved into its actions); the loops are replaced by their
+  /// results' buffers. In a function without the backward, the loops ran
+  /// where they stand.
+  LogicalResult lowerSchedule(Operation *) {
+    if (!scheduledForward)
+      return success();
+    for (RepeatOp loop : scheduledLoops()) {
+      OpBuilder::InsertionGuard guard(b());
+      b().setInsertionPoint(copyOf.lookup(loop));
+      if (failed(emitRepeatPrologue(loop)))
+        return failure();
+    }
+    if (failed(emitScheduleDriver()))
+      return failure();
+    for (RepeatOp loop : scheduledLoops()) {
+      Operation *copy = copyOf.lookup(loop);
+      SmallVector<Value> values;
+      for (Value r : loop.getResults()) {
+        Value v = buffers.lookup(r);
+        values.push_back(v ? v
+                           : UnrealizedConversionCastOp::create(
+                                 b(), loc(), bufType, ValueRange{})
+                                 .getResult(0));
+      }
+      rewriter->replaceOp(copy, values);
+      originalOf.erase(copy);
+    }
+    return success();
+  }
+
   /// A collective's calls, and, where a guard holds its start, its wait.
   LogicalResult lowerCollective(Operation *op) {
+    defineResults(*op);
     if (failed(emitCollective(op)))
       return failure();
     if (completedStarts.contains(op))
@@ -1262,7 +1451,13 @@ struct Emitter {
 
   /// A transfer's or a wait's calls.
   LogicalResult lowerTransfer(Operation *op) {
+    if (!isa<dist::WaitOp>(op))
+      defineResults(*op);
     if (auto wait = dyn_cast<dist::WaitOp>(op)) {
+      // Its results are its inputs' buffers, complete.
+      for (auto [result, input] :
+           llvm::zip(wait.getResults(), wait.getInputs()))
+        buffers[result] = bufferOf(input);
       Operation *start = wait.getStart();
       if (wait.isDeferred()) {
         call("loomrt_comm_list_wait", {ctx, deferredEvents.lookup(start)});
@@ -1289,8 +1484,9 @@ struct Emitter {
     return success();
   }
 
-  /// Lowers the copies the walk placed in `fn` (see `originalOf`).
-  LogicalResult convertPlaced(func::FuncOp fn);
+  /// Lowers the copies the walk made in `fn` (see `originalOf`): first all but
+  /// the scheduled loops' bodies, then those, moved into the driver.
+  LogicalResult convert(func::FuncOp fn);
 
   /// Emits the function `name` (`loom_<function>`), whose plans
   /// loom-memory-plan recorded under `function`; returns each pipeline
@@ -1318,7 +1514,13 @@ struct Emitter {
     predefined.clear();
     events.clear();
     bucketsInFlight.clear();
-    repeats = 0;
+    completedStarts.clear();
+    deferredEvents.clear();
+    iterations.clear();
+    repeatIds.clear();
+    copyOf.clear();
+    heldLoops.clear();
+    driverStage = driverSlot = Value();
     b().setInsertionPoint(model);
     auto fn = func::FuncOp::create(
         b(), loc(), ("loom_" + function).str(),
@@ -1339,8 +1541,20 @@ struct Emitter {
         buffers[v] = tensorHandles[t];
     functionOps = &ops;
     llvm::scope_exit forget([&] { functionOps = nullptr; });
-    if (failed(findScheduledLoops()) || failed(emitOps(body, &ops)))
+    if (failed(findScheduledLoops()))
       return failure();
+    int64_t numbered = 0;
+    numberRepeats(body, &ops, numbered);
+    // The walk: the function's ops copied, checked; then their patterns.
+    IRMapping map;
+    if (failed(placeBlock(body, &ops, map)))
+      return failure();
+    auto ret = func::ReturnOp::create(b(), loc());
+    if (placeOnly)
+      return SmallVector<int64_t>(rankPlans.size(), 0);
+    if (failed(convert(fn)))
+      return failure();
+    b().setInsertionPoint(ret);
     // Posted sends complete before the step ends.
     bool sends = false;
     model.walk([&](dist::SendOp) { sends = true; });
@@ -1363,9 +1577,6 @@ struct Emitter {
           copy(tensorHandles[t], bufferOf(v), v.getType());
         });
       }
-    func::ReturnOp::create(b(), loc());
-    if (!placeOnly && failed(convertPlaced(fn)))
-      return failure();
     originalOf.clear();
     SmallVector<int64_t> peaks;
     for (const MemoryPlan &p : rankPlans)
@@ -1483,47 +1694,58 @@ struct KernelLowering : OpInterfaceConversionPattern<KernelOpInterface> {
   LogicalResult
   matchAndRewrite(KernelOpInterface op, ArrayRef<Value> operands,
                   ConversionPatternRewriter &rewriter) const override {
-    return emitter.lowerPlaced(op, operands, rewriter, [&](Operation *o) {
-      return emitter.emitKernel(cast<KernelOpInterface>(o));
+    return emitter.lower(op, operands, rewriter, [&](Operation *o) {
+      return emitter.lowerKernel(o);
     });
   }
   Emitter &emitter;
 };
 
-/// A collective, a pipeline transfer (`dist.send`, `dist.recv`) or the
-/// wait of an asynchronous collective (`OpT`), lowered by the Emitter's
-/// `emit` (lowerCollective or lowerTransfer).
+/// The copy of one of the model's ops (`OpT`) lowered by the Emitter's
+/// `emit`: a collective (lowerCollective), a pipeline transfer or the wait
+/// of an asynchronous collective (lowerTransfer), a loop (lowerRepeat) and
+/// its yield (endIteration), the schedule (lowerSchedule), a constant, a
+/// reshape or an index addition.
 template <typename OpT, LogicalResult (Emitter::*emit)(Operation *)>
-struct PlacedLowering : OpConversionPattern<OpT> {
-  PlacedLowering(const TypeConverter &types, MLIRContext *context,
-                 Emitter &emitter)
+struct CopyLowering : OpConversionPattern<OpT> {
+  CopyLowering(const TypeConverter &types, MLIRContext *context,
+               Emitter &emitter)
       : OpConversionPattern<OpT>(types, context), emitter(emitter) {}
   LogicalResult
   matchAndRewrite(OpT op, typename OpConversionPattern<OpT>::OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    return emitter.lowerPlaced(
-        op, adaptor.getOperands(), rewriter,
-        [&](Operation *o) { return (emitter.*emit)(o); });
+    return emitter.lower(op, adaptor.getOperands(), rewriter,
+                         [&](Operation *o) { return (emitter.*emit)(o); });
   }
   Emitter &emitter;
 };
 template <typename OpT>
-using CollectiveLowering = PlacedLowering<OpT, &Emitter::lowerCollective>;
+using CollectiveLowering = CopyLowering<OpT, &Emitter::lowerCollective>;
 template <typename OpT>
-using TransferLowering = PlacedLowering<OpT, &Emitter::lowerTransfer>;
+using TransferLowering = CopyLowering<OpT, &Emitter::lowerTransfer>;
 
-LogicalResult Emitter::convertPlaced(func::FuncOp fn) {
+LogicalResult Emitter::convert(func::FuncOp fn) {
   MLIRContext *context = fn.getContext();
   // Tensors are the runtime's buffers; every other type stays.
   TypeConverter types;
   types.addConversion([](Type t) { return t; });
   types.addConversion([&](RankedTensorType) -> Type { return bufType; });
+  // A copy of the model's op is illegal, except, until the schedule's
+  // driver moves them, the scheduled loops' and the ops in them.
+  auto legal = [&](Operation *op) {
+    if (!originalOf.count(op))
+      return true;
+    for (Operation *p = op; p; p = p->getParentOp())
+      if (heldLoops.contains(p))
+        return true;
+    return false;
+  };
   ConversionTarget target(*context);
   target.addLegalDialect<func::FuncDialect, scf::SCFDialect,
-                         arith::ArithDialect, emitc::EmitCDialect>();
+                         emitc::EmitCDialect>();
+  target.addDynamicallyLegalDialect<arith::ArithDialect>(legal);
   target.addLegalOp<UnrealizedConversionCastOp>();
-  target.markUnknownOpDynamicallyLegal(
-      [&](Operation *op) { return !originalOf.count(op); });
+  target.markUnknownOpDynamicallyLegal(legal);
   RewritePatternSet patterns(context);
   patterns.add<KernelLowering, CollectiveLowering<dist::AllReduceOp>,
                CollectiveLowering<dist::AllReduceStartOp>,
@@ -1533,9 +1755,29 @@ LogicalResult Emitter::convertPlaced(func::FuncOp fn) {
                CollectiveLowering<dist::ShardOp>,
                CollectiveLowering<dist::FillPaddingOp>,
                TransferLowering<dist::SendOp>, TransferLowering<dist::RecvOp>,
-               TransferLowering<dist::WaitOp>>(types, context, *this);
-  if (failed(applyPartialConversion(fn, target, std::move(patterns))))
+               TransferLowering<dist::WaitOp>,
+               CopyLowering<RepeatOp, &Emitter::lowerRepeat>,
+               CopyLowering<YieldOp, &Emitter::endIteration>,
+               CopyLowering<dist::ScheduleOp, &Emitter::lowerSchedule>,
+               CopyLowering<arith::ConstantOp, &Emitter::lowerConstant>,
+               CopyLowering<arith::AddIOp, &Emitter::lowerIndexAdd>,
+               CopyLowering<ReshapeOp, &Emitter::lowerReshape>>(types, context,
+                                                               *this);
+  FrozenRewritePatternSet frozen(std::move(patterns));
+  // The copies are lowered as they are, never folded.
+  ConversionConfig config;
+  config.foldingMode = DialectConversionFoldingMode::Never;
+  if (failed(applyPartialConversion(fn, target, frozen, config)))
     return failure();
+  // The bodies the driver moved into its actions, under its stage and slot.
+  if (!heldLoops.empty()) {
+    heldLoops.clear();
+    actionStage = driverStage;
+    actionSlot = driverSlot;
+    llvm::scope_exit done([&] { actionStage = actionSlot = Value(); });
+    if (failed(applyPartialConversion(fn, target, frozen, config)))
+      return failure();
+  }
   // The casts that carried the buffers to the copies, now read by nothing.
   SmallVector<UnrealizedConversionCastOp> casts;
   fn.walk([&](UnrealizedConversionCastOp cast) { casts.push_back(cast); });

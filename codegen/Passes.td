@@ -54,14 +54,18 @@ def LoomLowerToRuntime : Pass<"loom-lower-to-runtime", "::mlir::ModuleOp"> {
     `loomrt.h`; a `train.repeat` is an `scf.for` over views of its stacked
     operands.
 
-    It runs in two steps. A walk builds each function's structure (loops,
-    guards, the pipeline schedule's driver) and every value's buffer, and
-    leaves each kernel, collective, transfer and wait where it runs as a
-    copy that reads its operands' buffers (`builtin.unrealized_conversion_cast`
-    to their tensor types). MLIR's dialect conversion then lowers the
+    It runs in two steps. A walk copies the ops each function runs into it
+    (a loop with the ops of its body that run) and checks each for what its
+    pattern could not lower. MLIR's dialect conversion then lowers the
     copies, with a type converter from tensors to buffers: one pattern for
     every op with `KernelOpInterface` (of any dialect), one per collective,
-    and one per transfer and wait. `place-only` stops after the walk. The tensor table, the shape table and the program's
+    per transfer and wait, and patterns for loops (an `scf.for` with the
+    body moved in), their yields, the pipeline schedule (its driver, the
+    scheduled loops' bodies moved into its actions and lowered by a second
+    conversion), constants, reshapes and index additions; an op with
+    `dist.on` is emitted under its guard. Each pattern makes its results'
+    buffers and replaces its op by them. `place-only` stops after the walk.
+    The tensor table, the shape table and the program's
     description are `emitc.global`s and `main` a `func.func` calling
     `loomrt_main`. Upstream `convert-scf-to-emitc`,
     `convert-arith-to-emitc` and `convert-func-to-emitc` then give EmitC,
@@ -69,9 +73,9 @@ def LoomLowerToRuntime : Pass<"loom-lower-to-runtime", "::mlir::ModuleOp"> {
   }];
   let options = [
     Option<"placeOnly", "place-only", "bool", "false",
-           "Stop after the walk: each kernel, collective, transfer and wait "
-           "left as a copy reading its operands' buffers, for the "
-           "conversion's patterns to lower (to read and test the walk)">,
+           "Stop after the walk: the functions' ops copied as they are, "
+           "for the conversion's patterns to lower (to read and test the "
+           "walk)">,
   ];
   let dependentDialects = ["::loom::dist::DistDialect", "::mlir::func::FuncDialect",
                            "::mlir::scf::SCFDialect",
