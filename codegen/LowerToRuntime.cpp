@@ -751,13 +751,8 @@ struct Emitter {
     // the evaluation's gradient carries, is a cast of nothing).
     auto copy = cast<RepeatOp>(copyOf.lookup(repeat));
     SmallVector<Value> args{index};
-    for (BlockArgument arg : body.getArguments().drop_front()) {
-      Value buffer = bufferOf(arg);
-      args.push_back(UnrealizedConversionCastOp::create(
-                         b(), loc(), arg.getType(),
-                         buffer ? ValueRange{buffer} : ValueRange{})
-                         .getResult(0));
-    }
+    for (BlockArgument arg : body.getArguments().drop_front())
+      args.push_back(castOf(arg.getType(), bufferOf(arg)));
     rewriter->inlineBlockBefore(&copy.getBodyBlock(), b().getInsertionBlock(),
                                 b().getInsertionPoint(), args);
   }
@@ -1196,13 +1191,8 @@ struct Emitter {
       if (failed(checkOp(op)))
         return failure();
       for (Value v : op.getOperands())
-        if (!map.contains(v)) {
-          Value buffer = buffers.lookup(v);
-          map.map(v, UnrealizedConversionCastOp::create(
-                         b(), loc(), v.getType(),
-                         buffer ? ValueRange{buffer} : ValueRange{})
-                         .getResult(0));
-        }
+        if (!map.contains(v))
+          map.map(v, castOf(v.getType(), buffers.lookup(v)));
       Operation *copy;
       if (auto repeat = dyn_cast<RepeatOp>(op)) {
         copy = b().cloneWithoutRegions(op, map);
@@ -1327,20 +1317,28 @@ struct Emitter {
     DictionaryAttr on = dist::attrs(original).getOnAttrHelper().getAttr(original);
     if (failed(on ? emitGuarded(*original, on, body) : body()))
       return failure();
+    replaceCopy(copy, original);
+    return success();
+  }
+
+  /// Replaces `copy` by the buffers (or C++ indices) of `original`'s
+  /// results: a cast of nothing where the function has none.
+  void replaceCopy(Operation *copy, Operation *original) {
     SmallVector<Value> values;
     for (Value r : original->getResults()) {
-      Value v = isa<IndexType>(r.getType()) ? indices.lookup(r)
-                                             : buffers.lookup(r);
-      if (!v)
-        v = UnrealizedConversionCastOp::create(
-                b(), loc(), isa<TensorType>(r.getType()) ? bufType : r.getType(),
-                ValueRange{})
-                .getResult(0);
-      values.push_back(v);
+      bool index = isa<IndexType>(r.getType());
+      Value v = index ? indices.lookup(r) : buffers.lookup(r);
+      values.push_back(v ? v : castOf(index ? r.getType() : bufType, Value()));
     }
-    rw.replaceOp(copy, values);
+    rewriter->replaceOp(copy, values);
     originalOf.erase(copy);
-    return success();
+  }
+
+  /// `buffer` cast to `type`, or a cast of nothing where it is null.
+  Value castOf(Type type, Value buffer) {
+    return UnrealizedConversionCastOp::create(
+               b(), loc(), type, buffer ? ValueRange{buffer} : ValueRange{})
+        .getResult(0);
   }
 
   /// The buffer a converted operand is: the one under the casts between
@@ -1413,19 +1411,8 @@ struct Emitter {
     }
     if (failed(emitScheduleDriver()))
       return failure();
-    for (RepeatOp loop : scheduledLoops()) {
-      Operation *copy = copyOf.lookup(loop);
-      SmallVector<Value> values;
-      for (Value r : loop.getResults()) {
-        Value v = buffers.lookup(r);
-        values.push_back(v ? v
-                           : UnrealizedConversionCastOp::create(
-                                 b(), loc(), bufType, ValueRange{})
-                                 .getResult(0));
-      }
-      rewriter->replaceOp(copy, values);
-      originalOf.erase(copy);
-    }
+    for (RepeatOp loop : scheduledLoops())
+      replaceCopy(copyOf.lookup(loop), loop);
     return success();
   }
 
