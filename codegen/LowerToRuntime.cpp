@@ -1537,8 +1537,13 @@ struct Emitter {
     if (failed(placeBlock(body, &ops, map)))
       return failure();
     auto ret = func::ReturnOp::create(b(), loc());
-    if (placeOnly)
+    // The copies of dist ops verify against the mesh of an enclosing op:
+    // the function carries the model's.
+    if (placeOnly) {
+      if (auto modelMesh = dist::attrs(model).getMeshAttrHelper().getAttr(model))
+        dist::attrs(model).getMeshAttrHelper().setAttr(fn, modelMesh);
       return SmallVector<int64_t>(rankPlans.size(), 0);
+    }
     if (failed(convert(fn)))
       return failure();
     b().setInsertionPoint(ret);
