@@ -533,9 +533,40 @@ SmallVector<StringAttr> axesOf(const LocalizeContext &ctx, unsigned operand) {
 /// A cross-entropy over a rank's block of the positions is the mean over
 /// that block's labelled tokens; weighted by the block's share of all the
 /// labelled tokens, the ranks' values sum to the mean over all of them.
+/// The share of `op`'s labels that a cross-entropy of the same labels
+/// computed before `op` in its block (the forward's, for its gradient): the
+/// division of their count by its sum over `axes`; null where none did.
+template <typename OpT>
+Value earlierLabelShare(OpT op, ArrayRef<StringAttr> axes) {
+  auto before = [&](Operation *other) {
+    return other->getBlock() == op->getBlock() && other->isBeforeInBlock(op);
+  };
+  for (Operation *user : op.getLabels().getUsers()) {
+    auto count = dyn_cast<LabelCountOp>(user);
+    if (!count || !before(count) ||
+        count.getIgnoreIndex() != op.getIgnoreIndex())
+      continue;
+    for (Operation *countUser : count->getUsers()) {
+      auto div = dyn_cast<DivOp>(countUser);
+      auto total =
+          div ? div.getRhs().getDefiningOp<loom::dist::AllReduceOp>()
+              : loom::dist::AllReduceOp();
+      if (div && before(div) && div.getLhs() == count.getResult() && total &&
+          total.getInput() == count.getResult() && !total.getMax() &&
+          llvm::equal(total.getAxes().getAsRange<StringAttr>(), axes))
+        return div.getResult();
+    }
+  }
+  return Value();
+}
+
 template <typename OpT>
 Value labelShare(OpT op, OpBuilder &b, const LocalizeContext &ctx,
                  ArrayRef<StringAttr> axes) {
+  // The forward's share where it reduced it before this op in the same
+  // block (one label count and one all-reduce per step, not two).
+  if (Value share = earlierLabelShare(op, axes))
+    return share;
   Location loc = op.getLoc();
   Value count =
       LabelCountOp::create(b, loc, op.getLabels(), op.getIgnoreIndexAttr());

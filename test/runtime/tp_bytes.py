@@ -18,9 +18,9 @@ the embedding tied to the head, AdamW with global-norm clipping,
   over dp (n ranks): one ring all-reduce of the gradients of the rank's
     own tp-local parameters (a column- or row-parallel weight's and the
     embedding's 1/t block, the replicated norms, row-parallel biases and
-    position embedding whole), and three scalars: the loss and the
-    cross-entropy's labelled-token count, which the loss and its gradient
-    each reduce.
+    position embedding whole), and two scalars: the loss and the
+    cross-entropy's labelled-token count, reduced once for the loss and its
+    gradient (the gradient reads the loss's share).
 
 At tp=2 and tp=4 a rank also holds exactly its share of the parameters,
 and computes 1/t of the single rank's matmul FLOPs (the report's count of
@@ -99,7 +99,7 @@ def formula(dp, tp, rank_dp, rank_tp):
         # Buckets of whole layers' gradients: every bucket's element count
         # divides by dp here, so the chunks do not depend on the rank.
         want += 4 * tp_local_parameters(tp) * 2 * (dp - 1) // dp
-        want += 3 * ring_allreduce(1, dp, rank_dp)
+        want += 2 * ring_allreduce(1, dp, rank_dp)
     return want
 
 

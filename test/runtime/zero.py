@@ -213,16 +213,16 @@ for stage in range(4):
     exe = os.path.join(work, f"adamw-z{stage}")
     sent[stage] = run(f"bytes-z{stage}", exe, 4, pmpi=True)[2][0] / STEPS
 scalar = ring_allreduce(1, n)
-# Plain data parallelism: one all-reduce of every gradient and three
-# scalars (the loss, and its labelled-token count, which the loss and its
-# gradient each reduce).
-want0 = ring_allreduce(psi, n) + 3 * scalar
+# Plain data parallelism: one all-reduce of every gradient and two
+# scalars (the loss, and its labelled-token count, reduced once for the
+# loss and its gradient).
+want0 = ring_allreduce(psi, n) + 2 * scalar
 check("dp=4: plain data parallelism sends the gradients' all-reduce",
       sent[0] == want0, f"{sent[0]:.0f} vs {want0} bytes per step and rank")
 # Stages 1 and 2: a reduce-scatter of every gradient and an all-gather of
 # every updated parameter (the bytes of the all-reduce), and the norm,
 # summed from the blocks, one scalar all-reduce more.
-want12 = half(psi, n) + half(psi, n) + 4 * scalar
+want12 = half(psi, n) + half(psi, n) + 3 * scalar
 for stage in (1, 2):
     check(f"dp=4: ZeRO-{stage} sends what plain data parallelism sends, and the norm's scalar",
           sent[stage] == want12 and want12 - want0 == scalar,
@@ -239,7 +239,7 @@ size = lambda name: int(np.prod(shapes[name]))  # noqa: E731
 forward = psi + size("wte")
 backward = sum(size(w) for w in ("w_qkv", "w_o", "w_fc", "w_proj", "ln1_g", "ln2_g"))
 backward += size("lnf_g") + size("wte")
-want3 = half(psi, n) + half(forward + backward, n) + 4 * scalar
+want3 = half(psi, n) + half(forward + backward, n) + 3 * scalar
 check("dp=4: ZeRO-3 sends one gather per read parameter",
       sent[3] == want3, f"{sent[3]:.0f} vs {want3} bytes per step "
       f"({sent[3] / sent[0]:.3f}x plain data parallelism)")
