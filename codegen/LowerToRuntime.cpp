@@ -333,16 +333,14 @@ struct Emitter {
 
   /// The calls of a kernel op (KernelLowering's): `loomrt_<op>`, or its
   /// `_accumulate` entry where it adds into an accumulator, once or once
-  /// per operand, by the argument rule of loomrt.h.
+  /// per operand, by the argument rule of loomrt.h (its results' buffers
+  /// defined before: defineResults).
   LogicalResult emitKernel(KernelOpInterface kernel) {
     Operation *op = kernel.getOperation();
     SmallVector<Value> results, operands;
     SmallVector<Type> resultTypes, operandTypes;
     kernel.getKernelResults(results, resultTypes);
     kernel.getKernelOperands(operands, operandTypes);
-    for (Value r : results)
-      if (r)
-        defineBuffer(r);
     // An accumulation whose contribution its kernel added in place: the
     // accumulator holds the sum already.
     if (auto add = dyn_cast<AddOp>(op);
@@ -407,10 +405,11 @@ struct Emitter {
         b(), loc(), b().getIntegerType(32, /*isSigned=*/false), i32(mask));
   }
 
-  /// The calls of a collective (lowerCollective's).
+  /// The calls of a collective (lowerCollective's; its results' buffers
+  /// defined before: defineResults).
   LogicalResult emitCollective(Operation *op) {
     Value in = bufferOf(op->getOperand(0));
-    Value out = defineBuffer(op->getResult(0));
+    Value out = bufferOf(op->getResult(0));
     auto inType = cast<RankedTensorType>(op->getOperand(0).getType());
     auto outType = cast<RankedTensorType>(op->getResult(0).getType());
     Value dtype = i32(dtypeOf(inType.getElementType()));
@@ -468,7 +467,7 @@ struct Emitter {
       Value bucket = call("loomrt_comm_bucket_create", {ctx}, {bucketType});
       for (auto [input, result] :
            llvm::zip(start.getInputs(), start.getResults())) {
-        Value buf = result == start.getResult(0) ? out : defineBuffer(result);
+        Value buf = bufferOf(result);
         copy(buf, bufferOf(input), input.getType());
         call("loomrt_comm_bucket_add",
              {ctx, bucket, buf,
@@ -1142,9 +1141,9 @@ struct Emitter {
 
   /// Whether `op` is a loop the schedule's driver runs.
   bool isScheduled(Operation *op) {
-    return op && ((scheduledForward && op == scheduledForward.getOperation()) ||
-                  (scheduledBackward && op == scheduledBackward.getOperation()) ||
-                  (scheduledWeight && op == scheduledWeight.getOperation()));
+    return llvm::any_of(scheduledLoops(), [&](RepeatOp loop) {
+      return loop.getOperation() == op;
+    });
   }
   SmallVector<RepeatOp, 3> scheduledLoops() {
     SmallVector<RepeatOp, 3> loops;
@@ -1466,7 +1465,7 @@ struct Emitter {
     auto type = recv.getType();
     call("loomrt_comm_recv",
          {ctx, group(mesh.getGroupMask({recv.getAxisAttr()})),
-          defineBuffer(recv.getResult()), i64(type.getNumElements()),
+          bufferOf(recv.getResult()), i64(type.getNumElements()),
           i32(dtypeOf(type.getElementType())), i32(recv.getPeer())});
     return success();
   }
