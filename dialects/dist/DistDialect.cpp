@@ -263,9 +263,11 @@ DistDialect::verifyOperationAttribute(Operation *op, NamedAttribute attribute) {
     if (auto global = getGlobalShapeAttrHelper().getAttr(op);
         global && global.size() == extent.size())
       extent.assign(global.asArrayRef().begin(), global.asArrayRef().end());
+    // PartAttr::verify keeps 0 <= offset < whole, so `whole - offset` is
+    // exact where `offset + size` overflows for a huge size.
     for (auto [whole, offset, size] :
          llvm::zip(part.getWhole(), part.getOffsets(), extent))
-      if (offset + size > whole)
+      if (size < 1 || size > whole - offset)
         return fail() << "puts a part of " << op->getResult(0).getType()
                       << " at offsets [" << part.getOffsets()
                       << "] outside the whole tensor [" << part.getWhole()
@@ -557,7 +559,13 @@ llvm::Expected<MeshAttr> loom::dist::parseMesh(MLIRContext *ctx,
     auto [axis, rest] = part.trim().split('=');
     auto [value, roleName] = rest.split(':');
     int64_t size = 0;
-    if (axis.empty() || value.trim().getAsInteger(10, size))
+    StringRef digits = value.trim();
+    if (!axis.empty() && !digits.empty() &&
+        llvm::all_of(digits, llvm::isDigit) && digits.getAsInteger(10, size))
+      return error("axis '" + axis + "': size " + digits +
+                   " is out of range (a mesh has 1 to " +
+                   Twine(loom::kMaxMeshDevices) + " devices)");
+    if (axis.empty() || digits.getAsInteger(10, size))
       return error("expected AXIS=SIZE or AXIS=SIZE:ROLE, got '" + part + "'");
     std::optional<AxisRole> role = conventionalRole(axis);
     if (!roleName.empty()) {
@@ -858,10 +866,11 @@ static LogicalResult verifyScaledDim(Operation *op, RankedTensorType input,
   for (int64_t d = 0; d < input.getRank(); ++d) {
     int64_t want = input.getDimSize(d);
     if (d == dim) {
-      if (want * num % den != 0)
+      int64_t scaled;
+      if (llvm::MulOverflow(want, num, scaled) || scaled % den != 0)
         return op->emitOpError("dimension ")
                << dim << " of " << input << " does not divide by " << den;
-      want = want * num / den;
+      want = scaled / den;
     }
     if (result.getDimSize(d) != want)
       return op->emitOpError("result ")
@@ -1313,11 +1322,12 @@ LogicalResult FillPaddingOp::verify() {
   int64_t block = type.getDimSize(getDim());
   int64_t n = groupSize(mesh, getAxes());
   // The blocks of ceil(size / n) elements: the last one holds padding.
-  if (getSize() < 1 || (getSize() + n - 1) / n != block)
+  // ceil(size / n) without `size + n - 1`, which overflows for a huge size.
+  int64_t blocks = getSize() < 1 ? 0 : (getSize() - 1) / n + 1;
+  if (getSize() < 1 || blocks != block)
     return emitOpError("a dimension of ")
            << getSize() << " split over " << getAxes() << " (" << n
-           << " ranks) has blocks of " << (getSize() + n - 1) / n << ", not "
-           << block;
+           << " ranks) has blocks of " << blocks << ", not " << block;
   return success();
 }
 

@@ -468,7 +468,12 @@ LogicalResult ConvertOp::inferReturnTypes(MLIRContext *,
                                           std::optional<Location> loc,
                                           Adaptor adaptor,
                                           SmallVectorImpl<Type> &types) {
-  Type element = adaptor.getElementType();
+  // The raw attribute, not the typed accessor: inference runs before the
+  // verifier, and the accessor casts to FloatType unchecked.
+  TypeAttr attr = adaptor.getElementTypeAttr();
+  Type element = attr ? attr.getValue() : Type();
+  if (!element)
+    return fail(loc, getOperationName(), "needs an element type to convert to");
   if (!element.isF32() && !element.isBF16())
     return fail(loc, getOperationName(), "converts to f32 or bf16, not ",
                 element);

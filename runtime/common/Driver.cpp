@@ -24,6 +24,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <new>
 #include <optional>
@@ -125,13 +126,26 @@ struct Options {
   std::string data, metrics, initFrom, exportTo, inputs, trace;
 };
 
+/// What the options can honour. Steps: the step counter reaches the
+/// program as a float32 (the learning-rate schedule and AdamW's bias
+/// correction read it), exact up to 2^24. Timeout: deadlines are
+/// steady-clock nanoseconds (now plus twice the timeout at shutdown), so a
+/// year is far inside 64 bits. Learning rate: the kernels compute in
+/// float32, so it must be a positive normal float32.
+constexpr int64_t kMaxSteps = int64_t(1) << 24;
+constexpr double kMinTimeout = 1e-3, kMaxTimeout = 365.0 * 24 * 3600;
+constexpr double kMinLr = 1.17549435e-38, kMaxLr = 3.40282347e+38;
+
 const char *kUsage =
     "usage: %s [options]\n"
-    "  --steps N            optimizer steps to run (default 100)\n"
+    "  --steps N            optimizer steps to run, 1 to 16777216 (2^24;\n"
+    "                       default 100)\n"
     "  --data FILE          train on the bytes of FILE (the last 10%% held\n"
     "                       out for evaluation); synthetic text otherwise\n"
-    "  --eval-every K       evaluate the held-out loss every K steps\n"
-    "  --log-every K        print progress every K steps\n"
+    "  --eval-every K       evaluate the held-out loss every K steps (0, the\n"
+    "                       default: never; at most 2^63-1)\n"
+    "  --log-every K        print progress every K steps (0, the default:\n"
+    "                       25 lines a run; at most 2^63-1)\n"
     "  --metrics FILE       write one JSON object per step to FILE (rank 0's;\n"
     "                       every rank's own when FILE has '%%r')\n"
     "  --trace FILE         write a Chrome trace (Perfetto) of this rank to FILE\n"
@@ -139,9 +153,12 @@ const char *kUsage =
     "  --init-from FILE     initial parameters from a safetensors file\n"
     "  --inputs FILE        the inputs of every step from a safetensors file\n"
     "  --export FILE        write the final parameters as safetensors (rank 0)\n"
-    "  --seed S             seed of initialization, data order and dropout\n"
-    "  --lr X               base learning rate (overrides the model's)\n"
-    "  --timeout SECONDS    bound on any wait for another rank (default 60)\n";
+    "  --seed S             seed of initialization, data order and dropout,\n"
+    "                       0 to 2^63-1 (default 0)\n"
+    "  --lr X               base learning rate (overrides the model's), a\n"
+    "                       positive normal float32: 1.2e-38 to 3.4e38\n"
+    "  --timeout SECONDS    bound on any wait for another rank, 0.001 to\n"
+    "                       31536000 (a year; default 60)\n";
 
 Options parseOptions(int argc, char **argv) {
   Options o;
@@ -150,42 +167,47 @@ Options parseOptions(int argc, char **argv) {
       fail(std::string(argv[i]) + " needs a value");
     return argv[++i];
   };
-  auto integer = [&](int &i) -> int64_t {
+  // An integer in [lo, hi]; the error states the range.
+  auto integer = [&](int &i, int64_t lo, int64_t hi,
+                     const std::string &range) -> int64_t {
     std::string flag = argv[i], v = value(i);
     char *end = nullptr;
     errno = 0;
     long long n = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end || n < 0 || errno == ERANGE)
-      fail(flag + " needs a non-negative integer below 2^63, got '" + v + "'");
+    if (v.empty() || *end || errno == ERANGE || n < lo || n > hi)
+      fail(flag + " needs an integer from " + range + ", got '" + v + "'");
     return n;
   };
+  // A number in [lo, hi] (so finite); the error states the range.
+  auto real = [&](int &i, double lo, double hi,
+                  const std::string &range) -> double {
+    std::string flag = argv[i], v = value(i);
+    char *end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(x >= lo && x <= hi))
+      fail(flag + " needs a number from " + range + ", got '" + v + "'");
+    return x;
+  };
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::printf(kUsage, argv[0]);
       std::exit(0);
     } else if (a == "--steps") {
-      o.steps = integer(i);
-      if (o.steps < 1)
-        fail("--steps needs at least 1 step, got 0");
+      o.steps = integer(i, 1, kMaxSteps, "1 to 16777216 (2^24)");
     } else if (a == "--eval-every") {
-      o.evalEvery = integer(i);
+      o.evalEvery = integer(i, 0, kMax, "0 to 2^63-1");
     } else if (a == "--log-every") {
-      o.logEvery = integer(i);
+      o.logEvery = integer(i, 0, kMax, "0 to 2^63-1");
     } else if (a == "--seed") {
-      o.seed = uint64_t(integer(i));
+      o.seed = uint64_t(integer(i, 0, kMax, "0 to 2^63-1"));
     } else if (a == "--lr") {
-      std::string v = value(i);
-      char *end = nullptr;
-      o.lr = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !(o.lr > 0.0))
-        fail("--lr needs a positive number, got '" + v + "'");
+      o.lr = real(i, kMinLr, kMaxLr,
+                  "1.2e-38 to 3.4e38 (a positive normal float32)");
     } else if (a == "--timeout") {
-      std::string v = value(i);
-      char *end = nullptr;
-      o.timeout = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end || !(o.timeout > 0.0))
-        fail("--timeout needs a positive number of seconds, got '" + v + "'");
+      o.timeout = real(i, kMinTimeout, kMaxTimeout,
+                       "0.001 to 31536000 seconds (a year)");
     } else if (a == "--data") {
       o.data = value(i);
     } else if (a == "--trace") {
@@ -353,10 +375,12 @@ void loadSafetensors(loomrt_ctx *ctx, const std::string &path, int32_t role) {
     int64_t begin = integer((*offsets)[0]);
     int64_t end = integer((*offsets)[1]);
     int64_t want = s.numel() * elementBytes(d.dtype);
+    // Printed as the file has them (a negative or fractional offset, or
+    // one past 2^63, is not -1 there).
     if (begin < 0 || end < begin || end - begin != want ||
         uint64_t(end) > dataSize)
       fail("'" + path + "': tensor '" + name + "' has bad data offsets [" +
-           std::to_string(begin) + ", " + std::to_string(end) + "] for " +
+           (*offsets)[0].dump() + ", " + (*offsets)[1].dump() + "] for " +
            std::to_string(want) + " bytes in a data section of " +
            std::to_string(dataSize));
     Shape local = shapeOf(ctx, d.shape);
@@ -808,8 +832,12 @@ static int train(int argc, char **argv, const loomrt_program *program) {
   // FILE.partial until the run ends.
   if (!metricsPath.empty() && (lead || perRank))
     checkWritable(metricsPath, "--metrics");
-  if (!o.exportTo.empty() && lead)
+  if (!o.exportTo.empty() && lead) {
     checkWritable(o.exportTo, "--export");
+    // What an export killed mid-write left goes now, not at the next
+    // export only (a run that fails first would keep it).
+    removeStaleTemporaries(o.exportTo);
+  }
   if (!o.trace.empty()) {
     std::string tracePath = o.trace;
     for (size_t at; (at = tracePath.find("%r")) != std::string::npos;)
@@ -866,7 +894,8 @@ static int train(int argc, char **argv, const loomrt_program *program) {
     double loss = stepLoss;
     if (!std::isfinite(loss))
       fail("the loss is " + std::to_string(loss) + " at step " +
-           std::to_string(step));
+           std::to_string(step + 1) + " (counted from 1, as the progress "
+           "lines count)");
     if (step == 0)
       firstLoss = loss;
     lastLoss = loss;

@@ -7,8 +7,15 @@
 // temporary), never a truncated file under the final name. Streams
 // (metrics) are written to FILE.partial and renamed when they end.
 //
+// A temporary is locked (flock) by its writer from before anyone can see
+// it under its name until it is renamed; the lock ends with the process.
+// Before each atomic write, the temporaries of that file that earlier
+// writers left when killed (their locks free) are removed; a live writer's,
+// locked, is never touched.
+//
 // LOOMRT_FAULT_WRITE_LIMIT=N kills the process (SIGKILL) once N bytes of an
-// atomic write have gone out: the tests' fault hook for a crash mid-export.
+// atomic write have gone out: the tests' fault hook for a crash mid-export;
+// LOOMRT_FAULT_WRITE_STOP=N stops it there (SIGSTOP), a live writer.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +45,10 @@ void writeAtomically(
     const std::string &path,
     const std::function<void(const std::function<void(const void *, size_t)> &)>
         &produce);
+
+/// Removes `path`.tmp.* files that no live writer holds: those that a
+/// writer killed mid-write left behind.
+void removeStaleTemporaries(const std::string &path);
 
 /// A text stream written to `path`.partial and renamed to `path` by
 /// `finish` (not renamed when the process dies first).

@@ -8,6 +8,7 @@
 
 #include "codegen/Passes.h"
 #include "analysis/Report.h"
+#include "dialects/common/UpstreamDefects.h"
 #include "dialects/dist/DistDialect.h"
 #include "dialects/sharding/TrainShardingRules.h"
 #include "dialects/train/TrainDialect.h"
@@ -39,6 +40,25 @@ using namespace mlir;
 namespace cl = llvm::cl;
 
 static cl::OptionCategory loomcCategory("loomc options");
+
+/// An integer option that accepts only what the compiler can honour,
+/// checked as the command line is read: the error states the range (as
+/// the option's --help does).
+/// (`long long`: LLVM's parser of it may be derived from, its `long` one
+/// may not.)
+template <int64_t Lo, int64_t Hi>
+class BoundedInt : public cl::parser<long long> {
+public:
+  BoundedInt(cl::Option &option) : cl::parser<long long>(option) {}
+  bool parse(cl::Option &option, StringRef, StringRef arg, long long &value) {
+    if (arg.trim().getAsInteger(10, value) || value < Lo || value > Hi)
+      return option.error(
+          llvm::formatv("expected an integer from {0} to {1}, got '{2}'", Lo,
+                        Hi, arg)
+              .str());
+    return false;
+  }
+};
 
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("MODEL.mlir"),
                                       cl::Required, cl::cat(loomcCategory));
@@ -88,7 +108,7 @@ static cl::opt<std::string> meshSpec(
     cl::desc("Device mesh, axes outermost first (e.g. pp=2,dp=2,tp=2); the "
              "product is the number of ranks to launch. dp, tp and pp are "
              "the data, tensor and pipeline axes; another name states its "
-             "role: stage=2:pipeline"),
+             "role: stage=2:pipeline. At most 8 axes and 1048576 ranks"),
     cl::value_desc("AXIS=N,..."), cl::cat(loomcCategory));
 
 static cl::opt<std::string> rematPolicy(
@@ -110,7 +130,7 @@ static cl::opt<bool> commOverlap(
              "start (the baseline bench/comm-overlap.sh compares against)"),
     cl::init(true), cl::cat(loomcCategory));
 
-static cl::opt<int> zeroStage(
+static cl::opt<long long, false, BoundedInt<0, 3>> zeroStage(
     "zero",
     cl::desc("ZeRO stage over the data axis: 0 (none, the default), 1 (the "
              "optimizer state split over dp; gradients reduce-scattered "
@@ -122,8 +142,8 @@ static cl::opt<int> zeroStage(
 static cl::opt<std::string> rematBudget(
     "remat-budget",
     cl::desc("With --remat=budget: the activation bytes a rank may hold "
-             "(K, M, G: powers of 1024); loomc recomputes the layers that "
-             "cost least to fit"),
+             "(0 to 2^63-1; K, M, G: powers of 1024); loomc recomputes the "
+             "layers that cost least to fit"),
     cl::value_desc("BYTES"), cl::cat(loomcCategory));
 
 static cl::opt<bool> sequenceParallel(
@@ -151,10 +171,11 @@ static cl::opt<PrecisionFlag> precision(
                           "state (modelled by --report; not generated yet)")),
     cl::cat(loomcCategory));
 
-static cl::opt<int64_t> microBatches(
+static cl::opt<long long, false, BoundedInt<1, loom::kMaxRepeatCount>>
+    microBatches(
     "micro-batches",
     cl::desc("Micro-batches per optimizer step: gradients accumulated over "
-             "M slices of the batch, normalised as one batch"),
+             "M slices of the batch, normalised as one batch (1 to 1048576)"),
     cl::value_desc("M"), cl::init(1), cl::cat(loomcCategory));
 
 static cl::opt<std::string> scheduleSpec(
@@ -165,9 +186,11 @@ static cl::opt<std::string> scheduleSpec(
              "by default"),
     cl::value_desc("NAME|FILE.csv"), cl::init("1f1b"), cl::cat(loomcCategory));
 
-static cl::opt<int64_t> virtualStages(
+static cl::opt<long long, false, BoundedInt<1, loom::kMaxRepeatCount>>
+    virtualStages(
     "virtual-stages",
-    cl::desc("Pipeline stages per rank (the interleaved schedule)"),
+    cl::desc("Pipeline stages per rank (the interleaved schedule; 1 to "
+             "1048576)"),
     cl::value_desc("V"), cl::init(1), cl::cat(loomcCategory));
 
 static cl::opt<std::string> scheduleSvg(
@@ -211,6 +234,27 @@ static cl::opt<std::string> pluginPipeline(
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "loomc: error: " << message << "\n";
   return 1;
+}
+
+/// Fails unless `path` (given by option `flag`) names a file loomc can
+/// create or replace: not a directory, in a directory that exists and
+/// this process may write.
+static int checkWritable(StringRef flag, StringRef path) {
+  namespace fs = llvm::sys::fs;
+  if (fs::is_directory(path))
+    return fail(flag + " " + path + ": is a directory; it names a file to "
+                "write");
+  StringRef dir = llvm::sys::path::parent_path(path);
+  if (dir.empty())
+    dir = ".";
+  if (!fs::exists(dir))
+    return fail(flag + " " + path + ": its directory '" + dir +
+                "' does not exist");
+  if (!fs::is_directory(dir))
+    return fail(flag + " " + path + ": '" + dir + "' is not a directory");
+  if (fs::access(dir, fs::AccessMode::Write))
+    return fail(flag + " " + path + ": cannot write in '" + dir + "'");
+  return 0;
 }
 
 static LogicalResult writeFile(StringRef path, StringRef text) {
@@ -788,6 +832,18 @@ struct Compilation {
 int Compilation::checkOptions() {
   if (emit == Emit::Exe && outputFile == "-" && !reportOnly())
     return fail("an executable needs an output file (-o OUT)");
+  // Every file loomc writes, checked before any work: a bad path is an
+  // error naming the option, not the linker's failure at the end.
+  for (auto [flag, path] :
+       {std::pair<StringRef, StringRef>{"-o", outputFile},
+        {"--report-json", reportJson},
+        {"--schedule-svg", scheduleSvg}})
+    if (!path.empty() && path != "-")
+      if (int rc = checkWritable(flag, path))
+        return rc;
+  if (meshSpec.getNumOccurrences() && meshSpec.empty())
+    return fail("--mesh= names no axis: give AXIS=N,... (e.g. --mesh "
+                "dp=2), or leave it out for one rank");
   if (!meshSpec.empty()) {
     llvm::Expected<loom::dist::MeshAttr> mesh =
         loom::dist::parseMesh(&context, meshSpec);
@@ -812,10 +868,6 @@ int Compilation::checkOptions() {
                   "none, selective and full per layer (full,full,none,none)");
   if ((rematPolicy == "budget") != (rematBudget.getNumOccurrences() > 0))
     return fail("--remat=budget and --remat-budget=BYTES go together");
-  if (zeroStage < 0 || zeroStage > 3)
-    return fail(llvm::formatv("--zero={0}: expected 0, 1, 2 or 3",
-                              int(zeroStage))
-                    .str());
   if (zeroStage > 0 &&
       (!config.mesh || !config.mesh.getAxis(loom::dist::AxisRole::Data)))
     return fail(llvm::formatv("--zero={0} splits over the data axis: give "
@@ -824,10 +876,6 @@ int Compilation::checkOptions() {
                     .str());
   pp = config.mesh ? config.mesh.getSize(loom::dist::AxisRole::Pipeline) : 1;
   tensorOrPipeline = config.mesh && config.mesh.getNumRanks() > 1;
-  if (microBatches < 1 || microBatches > loom::kMaxRepeatCount)
-    return fail(llvm::formatv("--micro-batches={0}: expected 1 to {1}",
-                              int64_t(microBatches), loom::kMaxRepeatCount)
-                    .str());
   if (!reportOnly() && emit != Emit::MLIR &&
       config.precision == loom::analysis::Precision::Bf16)
     return fail("--precision=bf16: mixed-precision code is not generated "
@@ -847,7 +895,9 @@ int Compilation::parseModel(llvm::SourceMgr &sourceMgr) {
   auto input = openInputFile(inputFile, &error);
   if (!input)
     return fail(error);
-  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  unsigned id = sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  if (loom::reportUpstreamParserDefects(sourceMgr, id))
+    return 1;
   module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
@@ -907,7 +957,7 @@ int Compilation::buildOptions() {
   if (!budget)
     return fail("--remat-budget=" + rematBudget +
                 ": expected a byte count, with an optional K, M or G "
-                "suffix (powers of 1024)");
+                "suffix (powers of 1024), from 0 to 2^63-1 bytes");
   FailureOr<std::string> chosen = chooseRematForBudget(
       *written, options, *budget, config, cluster, tensorOrPipeline);
   if (failed(chosen))

@@ -187,6 +187,17 @@ train.model @m {
 
 // -----
 
+// A part of 2^63 - 1 rows: offset + size overflowed (signed overflow in
+// the verifier) instead of being refused.
+train.model @m {
+  // expected-error @+1 {{'train.param' op attribute 'dist.part' puts a part of 'tensor<9223372036854775807x4xf32>' at offsets [2, 0] outside the whole tensor [4, 4]}}
+  %w = train.param "w[2:5]" init(#train.init<normal, 0.1>) {dist.part = #dist.part<of = "w", whole = [4, 4], offsets = [2, 0]>} : tensor<9223372036854775807x4xf32>
+  %loss = train.reduce sum %w dims [0, 1] : tensor<9223372036854775807x4xf32>
+  train.output loss(%loss : tensor<f32>)
+}
+
+// -----
+
 train.model @m {
   // expected-error @+1 {{'train.param' op attribute 'dist.part' must have one entry per dimension of 'tensor<2x4xf32>'}}
   %w = train.param "w[0:2]" init(#train.init<normal, 0.1>) {dist.part = #dist.part<of = "w", whole = [4, 4, 4], offsets = [0, 0, 0]>} : tensor<2x4xf32>

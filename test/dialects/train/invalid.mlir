@@ -227,6 +227,66 @@ func.func @convert_int(%x: tensor<4xf32>) {
 
 // -----
 
+// A target that is not a float type: inference ran before the verifier and
+// cast it to FloatType unchecked (an abort in the parser).
+func.func @convert_to_i32(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.convert' converts to f32 or bf16, not 'i32'}}
+  %0 = train.convert %x to i32 : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A target that is not a float type: inference ran before the verifier and
+// cast it to FloatType unchecked (an abort in the parser).
+func.func @convert_to_index(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.convert' converts to f32 or bf16, not 'index'}}
+  %0 = train.convert %x to index : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A target that is not a float type: inference ran before the verifier and
+// cast it to FloatType unchecked (an abort in the parser).
+func.func @convert_to_none(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.convert' converts to f32 or bf16, not 'none'}}
+  %0 = train.convert %x to none : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A target that is not a float type: inference ran before the verifier and
+// cast it to FloatType unchecked (an abort in the parser).
+func.func @convert_to_complex_f32(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.convert' converts to f32 or bf16, not 'complex<f32>'}}
+  %0 = train.convert %x to complex<f32> : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A target that is not a float type: inference ran before the verifier and
+// cast it to FloatType unchecked (an abort in the parser).
+func.func @convert_to_vector_2xf32(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.convert' converts to f32 or bf16, not 'vector<2xf32>'}}
+  %0 = train.convert %x to vector<2xf32> : tensor<4xf32>
+  return
+}
+
+// -----
+
+// A target that is not a float type: inference ran before the verifier and
+// cast it to FloatType unchecked (an abort in the parser).
+func.func @convert_to_tensor_2xf32(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'train.convert' converts to f32 or bf16, not 'tensor<2xf32>'}}
+  %0 = train.convert %x to tensor<2xf32> : tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @clip_max(%n: tensor<f32>) {
   // expected-error @+1 {{'train.clip_factor' op max norm must be positive, got 0.000000e+00}}
   %0 = train.clip_factor %n max 0.0
