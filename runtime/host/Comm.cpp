@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+#include "Stall.h"
 
 #include <mpi.h>
 
@@ -29,9 +30,21 @@ using namespace loomrt;
 
 namespace {
 
-/// The world rank this process waits for in a collective, or -1: what it
-/// answers a peer that timed out waiting for it.
-std::atomic<int> waitingFor{-1};
+/// The world rank each thread of this process waits for, or -1: slot 1 the
+/// communication thread's, slot 0 the caller's. What it answers a peer
+/// that timed out waiting for it (both: either may be what holds it).
+std::atomic<int> waitingFor[2] = {-1, -1};
+/// Whether this process has itself timed out, and the rank it then found
+/// stalled (-1 until it knows): a peer asking it learns it no longer waits.
+std::atomic<bool> timedOut{false};
+std::atomic<int> foundStalled{-1};
+
+bool onCommThread();
+std::atomic<int> &waitSlot() { return waitingFor[onCommThread() ? 1 : 0]; }
+
+/// The answer to a peer's question, as sent: both threads' waits, whether
+/// this rank timed out, the rank it found stalled.
+constexpr int kAnswerInts = 4;
 
 /// Answers the question a timed-out peer asks (kWhoTag: what do you wait
 /// for?) from a thread of its own, so that a rank blocked in a collective
@@ -57,7 +70,7 @@ public:
 
 private:
   void run() {
-    std::deque<std::pair<MPI_Request, std::unique_ptr<int>>> sent;
+    std::deque<std::pair<MPI_Request, std::unique_ptr<int[]>>> sent;
     while (!stopping) {
       int flag = 0;
       MPI_Status status;
@@ -66,10 +79,15 @@ private:
         int none = 0;
         MPI_Recv(&none, 0, MPI_INT, status.MPI_SOURCE, kWhoTag,
                  MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        sent.emplace_back(MPI_REQUEST_NULL,
-                          std::make_unique<int>(waitingFor.load()));
-        MPI_Isend(sent.back().second.get(), 1, MPI_INT, status.MPI_SOURCE,
-                  kWhoAnswerTag, MPI_COMM_WORLD, &sent.back().first);
+        auto answer = std::make_unique<int[]>(kAnswerInts);
+        answer[0] = waitingFor[0].load();
+        answer[1] = waitingFor[1].load();
+        answer[2] = timedOut.load() ? 1 : 0;
+        answer[3] = foundStalled.load();
+        sent.emplace_back(MPI_REQUEST_NULL, std::move(answer));
+        MPI_Isend(sent.back().second.get(), kAnswerInts, MPI_INT,
+                  status.MPI_SOURCE, kWhoAnswerTag, MPI_COMM_WORLD,
+                  &sent.back().first);
       }
       while (!sent.empty()) {
         int done = 0;
@@ -93,63 +111,66 @@ private:
 };
 Responder responder;
 
-/// What `rank` waits for (a world rank, or -1 when it waits for no one),
-/// or nothing when it does not answer within `grace` seconds.
-std::optional<int> askWhatItWaitsFor(int rank, double grace) {
-  int none = 0, answer = -1;
+/// What `rank` answers (its waits, whether it timed out, whom it found
+/// stalled), or nothing when it does not answer within `grace` seconds.
+std::optional<WaitAnswer> askWhatItWaitsFor(int rank, double grace) {
+  int none = 0;
+  // Static: a reply that comes after the grace lands here, not in a frame
+  // that is gone (each rank reports once).
+  static int answer[kAnswerInts];
   MPI_Request question, reply;
   MPI_Isend(&none, 0, MPI_INT, rank, kWhoTag, MPI_COMM_WORLD, &question);
-  MPI_Irecv(&answer, 1, MPI_INT, rank, kWhoAnswerTag, MPI_COMM_WORLD, &reply);
+  MPI_Irecv(answer, kAnswerInts, MPI_INT, rank, kWhoAnswerTag, MPI_COMM_WORLD,
+            &reply);
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::duration<double>(grace);
   for (;;) {
     int done = 0;
     MPI_Test(&reply, &done, MPI_STATUS_IGNORE);
-    if (done)
-      return answer;
-    if (std::chrono::steady_clock::now() > deadline)
+    if (done) {
+      WaitAnswer a;
+      for (int i = 0; i < 2; ++i)
+        if (answer[i] >= 0 &&
+            std::find(a.waitsFor.begin(), a.waitsFor.end(), answer[i]) ==
+                a.waitsFor.end())
+          a.waitsFor.push_back(answer[i]);
+      a.timedOut = answer[2] != 0;
+      a.found = answer[3];
+      return a;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      MPI_Cancel(&reply);
+      MPI_Request_free(&reply);
       return std::nullopt;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
-/// Past a wait's deadline: the chain of waits from `peer` to the rank that
-/// does not answer (or waits for no one), asked of each rank in turn, so
-/// the rank named is the one that stalls, not a healthy rank blocked
-/// behind it. Ends the job.
+/// Past a wait's deadline: the waits from `peer` to the rank that does not
+/// answer (or waits for no one), asked of each rank in turn
+/// (findStalledRank), so the rank named is the one that stalls, not a
+/// healthy rank blocked behind it. Ends the job.
 [[noreturn]] void reportStall(loomrt_ctx *ctx, int peer, const char *what) {
   auto name = [&](int r) {
     return "rank " + std::to_string(r) + " " + coordsOf(ctx, r);
   };
-  std::string chain = name(peer), verdict;
-  std::vector<int> seen = {ctx->rank, peer};
-  int blamed = peer;
+  timedOut = true;
+  std::vector<int> own;
+  for (auto &slot : waitingFor)
+    if (int r = slot.load(); r >= 0 && r != peer)
+      own.push_back(r);
+  own.insert(own.begin(), peer);
   double grace = std::min(2.0, ctx->timeoutSeconds / 2);
-  for (int hop = 0; hop < ctx->world; ++hop) {
-    std::optional<int> next = askWhatItWaitsFor(blamed, grace);
-    if (!next) {
-      verdict = name(blamed) + " does not answer: it failed or stalls";
-      break;
-    }
-    if (*next < 0) {
-      verdict = name(blamed) +
-                " waits for no rank: it is slow, or stuck outside "
-                "communication";
-      break;
-    }
-    chain += ", which waits for " + name(*next);
-    if (std::find(seen.begin(), seen.end(), *next) != seen.end()) {
-      verdict = "the ranks wait for each other in a cycle";
-      break;
-    }
-    seen.push_back(*next);
-    blamed = *next;
-  }
+  StallVerdict v = findStalledRank(
+      ctx->rank, peer, own,
+      [&](int r) { return askWhatItWaitsFor(r, grace); }, name);
+  foundStalled = v.blamed;
   std::fprintf(stderr,
                "loomrt: error: rank %d %s: timed out after %g s in %s waiting "
                "for %s; %s\n",
                ctx->rank, coordsOf(ctx, ctx->rank).c_str(),
-               ctx->timeoutSeconds, what, chain.c_str(), verdict.c_str());
+               ctx->timeoutSeconds, what, v.chain.c_str(), v.verdict.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::_Exit(1);
@@ -176,10 +197,10 @@ void waitAll(loomrt_ctx *ctx, std::vector<MPI_Request> &requests,
       if (requests[i] != MPI_REQUEST_NULL)
         peer = peers[i];
     if (all) {
-      waitingFor = -1;
+      waitSlot() = -1;
       return;
     }
-    waitingFor = peer;
+    waitSlot() = peer;
     if (std::chrono::steady_clock::now() > deadline)
       reportStall(ctx, peer, what);
     // Give the core away: ranks are often oversubscribed. Yield first

@@ -1,9 +1,14 @@
 // Unit checks of the runtime's pure helpers, run by unit.test.
 #include "Internal.h"
+#include "Stall.h"
 
 #include <cstdio>
+#include <map>
+#include <string>
 
 using loomrt::chooseDevice;
+using loomrt::findStalledRank;
+using loomrt::WaitAnswer;
 
 static int failures = 0;
 static void expect(bool ok, const char *what) {
@@ -24,6 +29,60 @@ int main() {
   // More ranks than devices on a node: refused.
   expect(chooseDevice(4, 4) == -1, "4 devices, local rank 4");
   expect(chooseDevice(2, 7) == -1, "2 devices, local rank 7");
+
+  // Which rank a timed-out wait is stuck behind, from scripted answers
+  // (ranks that do not answer are absent from the script).
+  auto search = [](int self, int peer, std::vector<int> own,
+                   std::map<int, WaitAnswer> script) {
+    return findStalledRank(
+        self, peer, own,
+        [&](int r) -> std::optional<WaitAnswer> {
+          auto it = script.find(r);
+          if (it == script.end())
+            return std::nullopt;
+          return it->second;
+        },
+        [](int r) { return "rank " + std::to_string(r); });
+  };
+  // Rank 1 was stopped, rank 3 timed out on it and named it, and then the
+  // launcher's SIGCONT resumed rank 1, which now waits for rank 3. Rank 0,
+  // reporting later, used to read "0 -> 1 -> 3 -> 1" as a cycle.
+  {
+    auto v = search(0, 1, {1}, {{1, {{3}, false, -1}}, {3, {{1}, true, 1}}});
+    expect(v.blamed == 1, "a resumed rank: the first verdict is repeated");
+    expect(v.verdict == "rank 1 does not answer: it failed or stalls (rank 3, "
+                        "which timed out too, found it)",
+           v.verdict.c_str());
+    expect(v.chain == "rank 1, which waits for rank 3", v.chain.c_str());
+  }
+  // The same before rank 3 has named anyone: rank 3 gave up on rank 1.
+  {
+    auto v = search(0, 1, {1}, {{1, {{3}, false, -1}}, {3, {{1}, true, -1}}});
+    expect(v.blamed == 1, "a resumed rank, no verdict yet: blamed");
+  }
+  // Two threads of rank 2 wait: the caller's on rank 3 (stopped), the
+  // communication thread's on rank 0. One shared record showed one or
+  // the other; both are followed, and rank 3 is found.
+  {
+    auto v = search(0, 2, {2}, {{2, {{0, 3}, false, -1}}});
+    expect(v.blamed == 3, "two threads' waits: the stopped rank is found");
+    expect(v.verdict == "rank 3 does not answer: it failed or stalls",
+           v.verdict.c_str());
+  }
+  // A real cycle of waits among ranks that all still wait.
+  {
+    auto v = search(0, 1, {1}, {{1, {{2}, false, -1}}, {2, {{0}, false, -1}}});
+    expect(v.blamed == -1 &&
+               v.verdict == "the ranks wait for each other in a cycle",
+           "a real cycle is still one");
+  }
+  // A rank that waits for no one is slow, or stuck outside communication.
+  {
+    auto v = search(0, 1, {1}, {{1, {{}, false, -1}}});
+    expect(v.blamed == 1 && v.verdict.find("waits for no rank") !=
+                                std::string::npos,
+           "waits for no rank");
+  }
   if (!failures)
     std::printf("unit: ok\n");
   return failures ? 1 : 0;
