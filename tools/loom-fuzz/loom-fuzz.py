@@ -5,8 +5,11 @@ Seeds are the lit inputs (every .mlir file under test/ and examples/, split
 at `// -----`), each compiled once unmutated to measure its own time. Each
 fuzz input is a seed with a few mutations (numbers replaced by boundary
 values, dimensions changed, lines deleted, duplicated or swapped, op names
-and element types exchanged, text truncated), run through one of four
-modes:
+and element types exchanged, text truncated; attribute values replaced by
+dense arrays of every element type, extreme integers and floats, nested
+dictionaries and arrays; any builtin type (index, none, complex, vector,
+integers of odd widths, dynamic and huge shapes) in any type position;
+extreme dimension sizes), run through one of four modes:
 
   pipeline   loom-opt --loom-pipeline
   train      loom-opt --train-verify --train-autodiff --train-optimizer
@@ -58,6 +61,53 @@ BOUNDARY = ["0", "1", "2", "3", "-1", "7", "64", "65536", "2147483647",
             "9223372036854775807", "-9223372036854775808", "1048576",
             "1048577", "100000000000"]
 ELEMENT_TYPES = ["f32", "bf16", "i32", "i64", "f16", "i1", "index"]
+# Any type, for any type position (an element type, an operand's or a
+# result's type, a type attribute): builtin types of every kind, integers
+# of odd widths, dynamic and huge shapes.
+ANY_TYPES = ["index", "none", "i1", "i3", "i17", "i128", "si8", "ui16", "f16",
+             "bf16", "f64", "f8E4M3FN", "tf32", "complex<f32>", "complex<i8>",
+             "vector<2xf32>", "vector<[4]xf32>", "tensor<2xf32>",
+             "tensor<?x4xf32>", "tensor<*xf32>", "tensor<0xf32>",
+             "tensor<4xindex>", "tensor<4xcomplex<f32>>", "memref<4xf32>",
+             "tuple<f32, i32>", "tensor<9223372036854775807xf32>",
+             "tensor<4294967296x4294967296xf32>", "tensor<1x1x1x1x1x1x1x1x1xf32>",
+             "!llvm.ptr", "() -> ()", "tensor<4xf32, \"enc\">"]
+# Attribute values: dense arrays of every element type (with values in and
+# out of range), extreme and odd integers and floats, nested dictionaries
+# and arrays, types and strings.
+ARRAY_ELEMENTS = ["i1", "i8", "i16", "i32", "i64", "f32", "f64", "index",
+                  "i3", "i128", "bf16", "f16", "si8", "ui8"]
+EXTREME_NUMBERS = ["0", "-1", "1", "9223372036854775807",
+                   "-9223372036854775808", "18446744073709551616",
+                   "340282366920938463463374607431768211456", "1e308", "1e309",
+                   "-0.0", "0x7FC00000", "0xFFFFFFFFFFFFFFFF", "true", "2.5"]
+
+
+def random_attribute(rng, depth=0):
+    """An attribute value of a random kind."""
+    kind = rng.randrange(8 if depth < 2 else 5)
+    if kind == 0:
+        element = rng.choice(ARRAY_ELEMENTS)
+        values = ", ".join(rng.choice(EXTREME_NUMBERS)
+                           for _ in range(rng.randrange(0, 4)))
+        return "array<%s%s>" % (element, ": " + values if values else "")
+    if kind == 1:
+        return rng.choice(EXTREME_NUMBERS) + (
+            " : " + rng.choice(["i64", "i32", "i8", "index", "f32", "f64",
+                                "i1", "i128"]) if rng.random() < 0.6 else "")
+    if kind == 2:
+        return rng.choice(ANY_TYPES)
+    if kind == 3:
+        return rng.choice(['"', '""', '"\\00"', '@sym', 'unit', '#dist.mesh<[]>'])
+    if kind == 4:
+        return "dense<%s> : %s" % (rng.choice(EXTREME_NUMBERS),
+                                   rng.choice(["tensor<4xf32>", "tensor<2xi64>",
+                                               "tensor<0xf32>", "vector<2xi1>"]))
+    if kind == 5:
+        return "{%s}" % ", ".join("k%d = %s" % (j, random_attribute(rng, depth + 1))
+                                  for j in range(rng.randrange(0, 3)))
+    return "[%s]" % ", ".join(random_attribute(rng, depth + 1)
+                              for _ in range(rng.randrange(0, 3)))
 
 LOCATED = re.compile(r"^[^\s:][^:]*:\d+:\d+: error:", re.M)
 CRASH_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
@@ -88,7 +138,7 @@ def split_seeds(root):
 def mutate(text, rng):
     """One mutation of `text`."""
     lines = text.split("\n")
-    kind = rng.randrange(9)
+    kind = rng.randrange(12)
     if kind <= 2:
         # A number (a dimension, an offset, a count, a size) replaced.
         spans = [m.span() for m in re.finditer(r"(?<![\w.%#@])-?\d+(?![\w.])",
@@ -125,6 +175,38 @@ def mutate(text, rng):
         cut = rng.randrange(len(text))
         return text[:cut] if rng.random() < 0.5 else text[:cut] + rng.choice(
             ["}", "(", "<", "[", "%", "\"", "\x00", "0x", ":"]) + text[cut:]
+    if kind == 9:
+        # An attribute value replaced (after `name = ` in an attribute
+        # dictionary or an attribute's parameters), or a new attribute in a
+        # dictionary.
+        spans = [m.span(1) for m in re.finditer(
+            r"\b[a-z_]+ = ([^,{}()\[\]<>\n]+|\[[^\]\n]*\]|array<[^>\n]*>)",
+            text)]
+        if spans and rng.random() < 0.7:
+            a, b = rng.choice(spans)
+            return text[:a] + random_attribute(rng) + text[b:]
+        opens = [m.end() for m in re.finditer(r"(?:attributes |\) |\" )\{", text)]
+        if opens:
+            at = rng.choice(opens)
+            return text[:at] + "fuzz = %s, " % random_attribute(rng) + text[at:]
+    if kind == 10:
+        # Any type in a type position: an element type, or a whole type
+        # after `:` or `->`, or in a function's signature.
+        spans = [m.span(1) for m in re.finditer(
+            r"(?:[:,(]\s*|->\s*)((?:tensor|vector)<[^<>\n]*>|[fi]\d+|bf16|index)",
+            text)]
+        spans += [m.span(1) for m in re.finditer(r"x(f32|bf16|i32|i64|i1)>", text)]
+        if spans:
+            a, b = rng.choice(spans)
+            return text[:a] + rng.choice(ANY_TYPES) + text[b:]
+    if kind == 11:
+        # An extreme dimension size in a shaped type.
+        spans = [m.span(1) for m in re.finditer(r"(?<=[<x])(\d+)(?=x)", text)]
+        if spans:
+            a, b = rng.choice(spans)
+            return text[:a] + rng.choice(
+                ["0", "?", "9223372036854775807", "9223372036854775808",
+                 "4294967296", "281474976710656", "2147483648", "1"]) + text[b:]
     # Fall back to a number change anywhere.
     return re.sub(r"\d+", lambda m: rng.choice(BOUNDARY), text, count=1)
 
