@@ -202,6 +202,9 @@ std::string groupName(loomrt_ctx *ctx, uint32_t mask);
 void countBytes(loomrt_ctx *ctx, int kind, uint32_t mask, int64_t bytes);
 /// Writes the trace when tracing is on (at loomrt_finalize).
 void writeTrace(loomrt_ctx *ctx);
+/// Whether the tests' fault hook names `point` for this rank
+/// (LOOMRT_FAULT=POINT:RANK).
+bool faultArmed(const char *point, int rank);
 
 /// Records a span on the trace when tracing is on: from construction to
 /// destruction, on thread `thread` (0: compute, 1: communication).

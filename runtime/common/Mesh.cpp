@@ -212,6 +212,15 @@ loomrt::Launch loomrt::launchFromEnvironment() {
   return l;
 }
 
+bool loomrt::faultArmed(const char *point, int rank) {
+  const char *fault = std::getenv("LOOMRT_FAULT");
+  if (!fault)
+    return false;
+  std::string spec = fault, prefix = std::string(point) + ":";
+  return spec.rfind(prefix, 0) == 0 &&
+         std::atoi(spec.c_str() + prefix.size()) == rank;
+}
+
 namespace {
 
 /// Bounds a wait that no in-band timeout covers (MPI's start-up, its
@@ -249,12 +258,7 @@ private:
 /// process of launcher rank R (SIGSTOP) at that point: the tests' fault
 /// hook for a rank that stalls where no collective's timeout watches.
 void faultPoint(const char *point, int rank) {
-  const char *fault = std::getenv("LOOMRT_FAULT");
-  if (!fault)
-    return;
-  std::string spec = fault, prefix = std::string(point) + ":";
-  if (spec.rfind(prefix, 0) == 0 &&
-      std::atoi(spec.c_str() + prefix.size()) == rank)
+  if (faultArmed(point, rank))
     ::raise(SIGSTOP);
 }
 

@@ -40,6 +40,11 @@ StallVerdict loomrt::findStalledRank(
               name(answer->found) + " does not answer: it failed or stalls (" +
                   name(r) + ", which timed out too, found it)",
               answer->found};
+    if (answer->beganLate && !answer->timedOut && r != self)
+      return {pathTo(r),
+              name(r) + " stalled: it began waiting only after " + name(self) +
+                  " timed out (it went on late)",
+              r};
     if (answer->waitsFor.empty() && !answer->timedOut)
       return {pathTo(r),
               name(r) + " waits for no rank: it is slow, or stuck outside "

@@ -12,7 +12,10 @@
 // - a rank that has itself timed out no longer waits: it says so, with
 //   the rank it found stalled once it knows, and that first verdict is the
 //   one repeated (a stopped rank resumed by the launcher's SIGCONT answered
-//   that it waited for a rank that had given up on it: a "cycle").
+//   that it waited for a rank that had given up on it: a "cycle");
+// - a rank whose wait began only after the asker timed out was not waiting
+//   when the asker's deadline passed: it was what held the others, and went
+//   on late (the same resumed rank, before anyone has named it).
 // Pure, so that loomrt-unit-test checks it on scripted answers.
 //
 //===----------------------------------------------------------------------===//
@@ -35,6 +38,8 @@ struct WaitAnswer {
   bool timedOut = false;
   /// Once it has reported: the rank it found stalled, else -1.
   int found = -1;
+  /// Its current wait began after the asking rank timed out.
+  bool beganLate = false;
 };
 
 struct StallVerdict {

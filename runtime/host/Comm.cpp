@@ -34,17 +34,43 @@ namespace {
 /// communication thread's, slot 0 the caller's. What it answers a peer
 /// that timed out waiting for it (both: either may be what holds it).
 std::atomic<int> waitingFor[2] = {-1, -1};
+/// When each thread's current wait began (steady clock, ns).
+std::atomic<int64_t> waitBegan[2] = {0, 0};
 /// Whether this process has itself timed out, and the rank it then found
 /// stalled (-1 until it knows): a peer asking it learns it no longer waits.
 std::atomic<bool> timedOut{false};
 std::atomic<int> foundStalled{-1};
 
+/// The fault hook LOOMRT_FAULT=late-first-wait:R (tests): rank R holds its
+/// first wait back, outside communication, until a peer that timed out asks
+/// what it waits for; it then goes on, and answers from inside that wait
+/// (waiting for a rank that has given up on it). What a rank stopped and
+/// resumed by the launcher's SIGCONT does, without racing signals.
+enum class Hold { None, Holding, Released };
+std::atomic<Hold> firstWait{Hold::None};
+
 bool onCommThread();
 std::atomic<int> &waitSlot() { return waitingFor[onCommThread() ? 1 : 0]; }
 
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Milliseconds since this rank's youngest current wait began (-1: none).
+int youngestWaitMs() {
+  int64_t began = -1;
+  for (int i = 0; i < 2; ++i)
+    if (waitingFor[i].load() >= 0)
+      began = std::max(began, waitBegan[i].load());
+  return began < 0 ? -1 : int((nowNs() - began) / 1000000);
+}
+
 /// The answer to a peer's question, as sent: both threads' waits, whether
-/// this rank timed out, the rank it found stalled.
-constexpr int kAnswerInts = 4;
+/// this rank timed out, the rank it found stalled, how long ago (ms) its
+/// youngest wait began.
+constexpr int kAnswerInts = 5;
 
 /// Answers the question a timed-out peer asks (kWhoTag: what do you wait
 /// for?) from a thread of its own, so that a rank blocked in a collective
@@ -77,13 +103,22 @@ private:
       MPI_Iprobe(MPI_ANY_SOURCE, kWhoTag, MPI_COMM_WORLD, &flag, &status);
       if (flag) {
         int none = 0;
-        MPI_Recv(&none, 0, MPI_INT, status.MPI_SOURCE, kWhoTag,
-                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(&none, 0, MPI_INT, status.MPI_SOURCE, kWhoTag, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+        Hold holding = Hold::Holding;
+        if (firstWait.compare_exchange_strong(holding, Hold::Released)) {
+          auto until =
+              std::chrono::steady_clock::now() + std::chrono::seconds(1);
+          while (waitingFor[0].load() < 0 &&
+                 std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
         auto answer = std::make_unique<int[]>(kAnswerInts);
         answer[0] = waitingFor[0].load();
         answer[1] = waitingFor[1].load();
         answer[2] = timedOut.load() ? 1 : 0;
         answer[3] = foundStalled.load();
+        answer[4] = youngestWaitMs();
         sent.emplace_back(MPI_REQUEST_NULL, std::move(answer));
         MPI_Isend(sent.back().second.get(), kAnswerInts, MPI_INT,
                   status.MPI_SOURCE, kWhoAnswerTag, MPI_COMM_WORLD,
@@ -112,8 +147,10 @@ private:
 Responder responder;
 
 /// What `rank` answers (its waits, whether it timed out, whom it found
-/// stalled), or nothing when it does not answer within `grace` seconds.
-std::optional<WaitAnswer> askWhatItWaitsFor(int rank, double grace) {
+/// stalled, whether its wait began after `timedOutAt`), or nothing when it
+/// does not answer within `grace` seconds.
+std::optional<WaitAnswer> askWhatItWaitsFor(int rank, double grace,
+                                            int64_t timedOutAt) {
   int none = 0;
   // Static: a reply that comes after the grace lands here, not in a frame
   // that is gone (each rank reports once).
@@ -136,6 +173,8 @@ std::optional<WaitAnswer> askWhatItWaitsFor(int rank, double grace) {
           a.waitsFor.push_back(answer[i]);
       a.timedOut = answer[2] != 0;
       a.found = answer[3];
+      a.beganLate = answer[4] >= 0 &&
+                    int64_t(answer[4]) * 1000000 < nowNs() - timedOutAt;
       return a;
     }
     if (std::chrono::steady_clock::now() > deadline) {
@@ -152,6 +191,7 @@ std::optional<WaitAnswer> askWhatItWaitsFor(int rank, double grace) {
 /// (findStalledRank), so the rank named is the one that stalls, not a
 /// healthy rank blocked behind it. Ends the job.
 [[noreturn]] void reportStall(loomrt_ctx *ctx, int peer, const char *what) {
+  int64_t timedOutAt = nowNs();
   auto name = [&](int r) {
     return "rank " + std::to_string(r) + " " + coordsOf(ctx, r);
   };
@@ -164,7 +204,7 @@ std::optional<WaitAnswer> askWhatItWaitsFor(int rank, double grace) {
   double grace = std::min(2.0, ctx->timeoutSeconds / 2);
   StallVerdict v = findStalledRank(
       ctx->rank, peer, own,
-      [&](int r) { return askWhatItWaitsFor(r, grace); }, name);
+      [&](int r) { return askWhatItWaitsFor(r, grace, timedOutAt); }, name);
   foundStalled = v.blamed;
   std::fprintf(stderr,
                "loomrt: error: rank %d %s: timed out after %g s in %s waiting "
@@ -172,6 +212,10 @@ std::optional<WaitAnswer> askWhatItWaitsFor(int rank, double grace) {
                ctx->rank, coordsOf(ctx, ctx->rank).c_str(),
                ctx->timeoutSeconds, what, v.chain.c_str(), v.verdict.c_str());
   std::fflush(stderr);
+  // Answer a while longer (the responder thread runs on) before ending
+  // the job: a rank whose own search is asking this one meanwhile learns
+  // the verdict, instead of finding it gone and blaming it.
+  std::this_thread::sleep_for(std::chrono::duration<double>(grace));
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::_Exit(1);
 }
@@ -180,6 +224,13 @@ std::optional<WaitAnswer> askWhatItWaitsFor(int rank, double grace) {
 /// rank that stalls (reportStall).
 void waitAll(loomrt_ctx *ctx, std::vector<MPI_Request> &requests,
              const std::vector<int> &peers, const char *what) {
+  if (!onCommThread() && firstWait.load() == Hold::Holding) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (firstWait.load() == Hold::Holding &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  waitBegan[onCommThread() ? 1 : 0] = nowNs();
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::duration<double>(ctx->timeoutSeconds);
   int spins = 0;
@@ -438,8 +489,11 @@ void loomrt::backend::stopMesh(loomrt_ctx *ctx) {
 }
 
 void loomrt::backend::startMesh(loomrt_ctx *ctx) {
-  if (ctx->world > 1)
+  if (ctx->world > 1) {
+    if (faultArmed("late-first-wait", ctx->rank))
+      firstWait = Hold::Holding;
     responder.start();
+  }
 }
 
 extern "C" {

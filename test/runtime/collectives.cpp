@@ -3,7 +3,8 @@
 // Usage: loomrt-collectives-test AXIS=N,... [FAIL-RANK MODE TIMEOUT]
 // (under mpirun). With a failing rank, that rank exits with an error, kills
 // itself or stops itself (MODE exit, kill or stop) just before the first
-// all-reduce, and the others must give up within TIMEOUT seconds. For each
+// all-reduce, and the others must give up within TIMEOUT seconds (MODE none:
+// no rank fails by itself; the runtime's LOOMRT_FAULT hook may). For each
 // non-empty set of mesh axes, runs every collective of the runtime on that
 // group and checks the result against values this program computes itself
 // from the mesh coordinates (not from the runtime's groups). Then checks the
@@ -75,7 +76,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc != 2 && argc != 5) {
-    std::fprintf(stderr, "usage: %s AXIS=N,... [FAIL-RANK exit|kill|stop TIMEOUT]\n",
+    std::fprintf(stderr, "usage: %s AXIS=N,... [FAIL-RANK exit|kill|stop|none TIMEOUT]\n",
                  argv[0]);
     return 2;
   }
@@ -99,8 +100,8 @@ int main(int argc, char **argv) {
   int rank = loomrt_rank(ctx), axes = int(sizes.size());
   if (argc == 5) {
     loomrt_set_timeout(ctx, std::atof(argv[4]));
-    if (rank == std::atoi(argv[2])) {
-      std::string mode = argv[3];
+    std::string mode = argv[3];
+    if (mode != "none" && rank == std::atoi(argv[2])) {
       std::fprintf(stderr, "rank %d: failing (%s)\n", rank, mode.c_str());
       std::fflush(stderr);
       if (mode == "kill")

@@ -60,6 +60,17 @@ int main() {
     auto v = search(0, 1, {1}, {{1, {{3}, false, -1}}, {3, {{1}, true, -1}}});
     expect(v.blamed == 1, "a resumed rank, no verdict yet: blamed");
   }
+  // Rank 1 held its first wait back until rank 3, timed out on it, asked
+  // it what it waits for; it now waits for rank 3, a wait that began after
+  // rank 3 timed out (LOOMRT_FAULT=late-first-wait, failures.test). The
+  // search comes back to rank 3 itself: not a cycle, rank 1 went on late.
+  {
+    auto v = search(3, 1, {1}, {{1, {{3}, false, -1, true}}});
+    expect(v.blamed == 1, "a rank that went on late: blamed");
+    expect(v.verdict == "rank 1 stalled: it began waiting only after rank 3 "
+                        "timed out (it went on late)",
+           v.verdict.c_str());
+  }
   // Two threads of rank 2 wait: the caller's on rank 3 (stopped), the
   // communication thread's on rank 0. One shared record showed one or
   // the other; both are followed, and rank 3 is found.
