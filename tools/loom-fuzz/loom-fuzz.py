@@ -334,9 +334,13 @@ def main():
                       if "error" in l.lower() or "ERROR" in l), "")
         print("loom-fuzz: %s: input %s (%s, from %s): %s" % (
             verdict, i, mode, seeds[si][0], first[:200]))
+    per_mode = {m: 0 for m in modes}
+    for _, mode, _ in plans.values():
+        per_mode[mode] += 1
     print("loom-fuzz: %d inputs from %d seeds (seed %d, modes %s) in %.0f s: "
           "%d crashes, %d hangs, %d unlocated errors" % (
-              len(indices), len(seeds), args.seed, ",".join(modes),
+              len(indices), len(seeds), args.seed,
+              ",".join("%s %d" % (m, per_mode[m]) for m in modes),
               time.monotonic() - started, counts["crash"], counts["hang"],
               counts["unlocated"]))
     if findings:
