@@ -316,6 +316,22 @@ struct Emitter {
         });
   }
 
+  /// Whether `op`'s kernel is its bf16 entry (`loomrt_<op>_bf16`): one of
+  /// its tensors is bf16. A convert to the type it has is a copy, its f32
+  /// entry.
+  static bool callsBf16Kernel(Operation *op) {
+    if (auto convert = dyn_cast<ConvertOp>(op))
+      return convert.getInput().getType() != convert.getType();
+    return llvm::any_of(
+        llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes()),
+        [](Type t) { return getElementTypeOrSelf(t).isBF16(); });
+  }
+
+  /// The ops whose kernels have a bf16 entry in both runtimes.
+  static bool hasBf16Kernel(Operation *op) {
+    return isa<ConvertOp>(op);
+  }
+
   LogicalResult checkTypes(Operation *op) {
     for (Type t : llvm::concat<Type>(op->getOperandTypes(),
                                      op->getResultTypes())) {
@@ -323,10 +339,13 @@ struct Emitter {
       if (!tensor)
         continue;
       Type e = tensor.getElementType();
-      if (!e.isF32() && !e.isInteger(32))
+      if (e.isBF16() && !hasBf16Kernel(op))
+        return op->emitOpError("has a tensor of bf16, for which the runtime "
+                               "has no kernel of this op yet");
+      if (!e.isF32() && !e.isBF16() && !e.isInteger(32))
         return op->emitOpError("has a tensor of ")
-               << e << ", which the host runtime does not support yet "
-                       "(f32 values and i32 ids only)";
+               << e << ", which the runtime does not support "
+                       "(f32 and bf16 values, i32 ids)";
     }
     return success();
   }
@@ -384,6 +403,7 @@ struct Emitter {
                 &args)))
           return failure();
       call(("loomrt_" + op->getName().stripDialect() +
+            (callsBf16Kernel(op) ? "_bf16" : "") +
             (accumulates ? "_accumulate" : ""))
                .str(),
            args);

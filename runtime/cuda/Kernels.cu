@@ -14,6 +14,8 @@
 #include "Device.h"
 #include "ShapeMath.h"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -260,6 +262,14 @@ void unaryGrad(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
   int64_t n = shapeOf(ctx, so).numel();
   LAUNCH(unaryGradKernel<Op>, blocksFor(n), kThreads, F(out), F(in), F(grad),
          n, op);
+}
+
+__global__ void narrowKernel(__nv_bfloat16 *y, const float *x, int64_t n) {
+  GRID_LOOP(i, n) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void widenKernel(float *y, const __nv_bfloat16 *x, int64_t n) {
+  GRID_LOOP(i, n) y[i] = __bfloat162float(x[i]);
 }
 
 __global__ void fillKernel(float *y, int64_t n, float value) {
@@ -926,9 +936,19 @@ void loomrt_scale(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *i, int64_t so,
 
 void loomrt_convert(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *i, int64_t so,
                     int64_t, int32_t elementType) {
-  if (elementType != LOOMRT_F32)
-    fail("train.convert to bf16 is not supported by the cuda backend yet");
-  loomrt_copy(c, o, i, shapeOf(c, so).numel() * 4);
+  // To the type it has: a copy.
+  loomrt_copy(c, o, i, shapeOf(c, so).numel() * elementBytes(elementType));
+}
+
+void loomrt_convert_bf16(loomrt_ctx *ctx, loomrt_buf *o, loomrt_buf *i,
+                         int64_t so, int64_t, int32_t elementType) {
+  int64_t n = shapeOf(ctx, so).numel();
+  if (elementType == LOOMRT_BF16)
+    LAUNCH(narrowKernel, blocksFor(n), kThreads,
+           reinterpret_cast<__nv_bfloat16 *>(o), F(i), n);
+  else
+    LAUNCH(widenKernel, blocksFor(n), kThreads, F(o),
+           reinterpret_cast<const __nv_bfloat16 *>(i), n);
 }
 
 void loomrt_reduce(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bf16.h"
 #include "Internal.h"
 #include "ShapeMath.h"
 
@@ -292,9 +293,24 @@ void loomrt_scale(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *i, int64_t so,
 
 void loomrt_convert(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *i, int64_t so,
                     int64_t, int32_t elementType) {
-  if (elementType != LOOMRT_F32)
-    fail("train.convert to bf16 is not supported by the host backend yet");
-  std::memmove(o, i, shapeOf(c, so).numel() * sizeof(float));
+  // To the type it has: a copy.
+  std::memmove(o, i, shapeOf(c, so).numel() * elementBytes(elementType));
+}
+
+void loomrt_convert_bf16(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *i,
+                         int64_t so, int64_t, int32_t elementType) {
+  int64_t n = shapeOf(c, so).numel();
+  if (elementType == LOOMRT_BF16) {
+    const float *x = F(i);
+    uint16_t *y = reinterpret_cast<uint16_t *>(o);
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = floatToBf16(x[k]);
+  } else {
+    const uint16_t *x = reinterpret_cast<const uint16_t *>(i);
+    float *y = F(o);
+    for (int64_t k = 0; k < n; ++k)
+      y[k] = bf16ToFloat(x[k]);
+  }
 }
 
 void loomrt_reduce(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in, int64_t so,

@@ -296,6 +296,65 @@ def check_dropout(loomc):
     return problems
 
 
+def bf16_round(x):
+    """float32 -> the float32 value of its bf16 rounding, by explicit
+    arithmetic on the bits: add half of the dropped part's unit, less one
+    unless the kept part is odd (ties to even), and truncate. Finite inputs."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
+    return b.astype(np.uint32).view(np.float32)
+
+
+def check_convert(loomc):
+    """train.convert between f32 and bf16, both ways, through autodiff.
+    loss = sum(f32(bf16(p)) * r) + sum(f32(bf16(u)) * v) with r = u = 0 and
+    one SGD step at learning rate 1: r becomes -round(p) (the forward
+    narrowing) and u becomes -round(v) (the backward's: the cotangent v
+    narrowed on its way back), both exactly. p and v hold ties to even and
+    to odd, values one ulp either side of a tie, subnormals and the largest
+    finite bf16; bits must match the rounding computed here."""
+    ties = np.array([0x3F808000, 0x3F818000, 0x3F807FFF, 0x3F808001,
+                     0xBF808000, 0xBF818000, 0x00008000, 0x00018000,
+                     0x00000001, 0x007FFFFF, 0x7F7F0000, 0x7F7F7FFF,
+                     0x00000000, 0x80000000], np.uint32).view(np.float32)
+    rng2 = np.random.default_rng(7)
+    p = np.concatenate([ties, rng2.standard_normal(50).astype(np.float32)])
+    v = np.concatenate([ties[::-1], rng2.standard_normal(50).astype(np.float32)])
+    n = len(p)
+    t = mlir_type((n,))
+    b = mlir_type((n,), "bf16")
+    text = f"""train.model @convert attributes {{optimizer = #train.sgd<>,
+    schedule = #train.schedule<lr = 1.0>}} {{
+  %p = train.param "p" init(#train.init<zeros>) : {t}
+  %r = train.param "r" init(#train.init<zeros>) : {t}
+  %u = train.param "u" init(#train.init<zeros>) : {t}
+  %v = train.param "v" init(#train.init<zeros>) : {t}
+  %p16 = train.convert %p to bf16 : {t}
+  %y = train.convert %p16 to f32 : {b}
+  %u16 = train.convert %u to bf16 : {t}
+  %z = train.convert %u16 to f32 : {b}
+  %a = train.mul %y, %r : {t}, {t}
+  %c = train.mul %z, %v : {t}, {t}
+  %s = train.add %a, %c : {t}, {t}
+  %l = train.reduce sum %s dims [0] : {t}
+  train.output loss(%l : tensor<f32>)
+}}
+"""
+    program = Program(loomc, text, "convert", [f"--target={TARGET}"])
+    zeros = np.zeros(n, np.float32)
+    _, exported = program.run(steps=1, params={"p": p, "r": zeros, "u": zeros, "v": v})
+    problems = []
+    for name, got, want in (("forward (r)", -exported["r"], bf16_round(p)),
+                            ("backward (u)", -exported["u"], bf16_round(v))):
+        got = np.asarray(got, np.float32)
+        wrong = got != want  # as values: -0 and 0 are one
+        if wrong.any():
+            i = int(np.flatnonzero(wrong)[0])
+            problems.append(f"{name}: element {i}: 0x{got.view(np.uint32)[i]:08x} "
+                            f"vs 0x{want.view(np.uint32)[i]:08x}")
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--loomc", required=True)
@@ -317,6 +376,12 @@ def main():
     if not args.only or "dropout" in args.only:
         problems = check_dropout(args.loomc)
         print(f"{'ok  ' if not problems else 'FAIL'} dropout")
+        for p in problems:
+            print("     " + p)
+        failures += bool(problems)
+    if not args.only or "convert" in args.only:
+        problems = check_convert(args.loomc)
+        print(f"{'ok  ' if not problems else 'FAIL'} convert_bf16")
         for p in problems:
             print("     " + p)
         failures += bool(problems)

@@ -1,10 +1,17 @@
-// Unit checks of the runtime's pure helpers, run by unit.test.
+// Unit checks of the runtime's pure helpers, run by unit.test; with
+// `bf16 IN OUT`, narrows the floats of file IN to bf16 as the runtime does
+// and writes the bits and their widening back (bf16.test checks them).
+#include "Bf16.h"
 #include "Internal.h"
 #include "Stall.h"
 
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
+#include <vector>
 
 using loomrt::chooseDevice;
 using loomrt::findStalledRank;
@@ -18,7 +25,30 @@ static void expect(bool ok, const char *what) {
   }
 }
 
-int main() {
+/// OUT gets, per float of IN, the bf16 bits (uint16) and then, after all
+/// of them, each bf16 widened back (float).
+static int roundFile(const char *in, const char *out) {
+  std::ifstream input(in, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(input)), {});
+  std::vector<float> values(bytes.size() / sizeof(float));
+  std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
+  std::vector<uint16_t> narrow;
+  std::vector<float> wide;
+  for (float v : values) {
+    narrow.push_back(loomrt::floatToBf16(v));
+    wide.push_back(loomrt::bf16ToFloat(narrow.back()));
+  }
+  std::ofstream output(out, std::ios::binary);
+  output.write(reinterpret_cast<const char *>(narrow.data()),
+               std::streamsize(narrow.size() * sizeof(uint16_t)));
+  output.write(reinterpret_cast<const char *>(wide.data()),
+               std::streamsize(wide.size() * sizeof(float)));
+  return output ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && std::string(argv[1]) == "bf16")
+    return roundFile(argv[2], argv[3]);
   // srun --gpus-per-task=1: each task sees one device, whatever its local
   // rank (every task but a node's first used to fail).
   expect(chooseDevice(1, 0) == 0, "one visible device, local rank 0");

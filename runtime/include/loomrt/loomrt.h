@@ -357,6 +357,10 @@ void loomrt_silu_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf 
 void loomrt_tanh_grad(loomrt_ctx *, loomrt_buf *out, loomrt_buf *y, loomrt_buf *grad, int64_t, int64_t, int64_t);
 void loomrt_scale(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, double factor);
 void loomrt_convert(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int32_t element_type);
+/* Between f32 and bf16, to `element_type`: narrowing rounds as CUDA's
+   __float2bfloat16_rn does (nearest, ties to even, subnormals kept,
+   overflow to infinity, NaN to 0x7fff); widening is exact. */
+void loomrt_convert_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int32_t element_type);
 void loomrt_reduce(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t dims, int32_t kind);
 void loomrt_broadcast(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t dims);
 void loomrt_sum_to(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
