@@ -365,26 +365,22 @@ def main():
     global TARGET
     TARGET = args.target
     failures = 0
+
+    def report(name, problems):
+        nonlocal failures
+        print(f"{'ok  ' if not problems else 'FAIL'} {name}")
+        for p in problems:
+            print("     " + p)
+        failures += bool(problems)
+
+    wanted = lambda name: not args.only or args.only in name
     for case in cases():
-        if args.only and args.only not in case.name:
-            continue
-        problems = check(args.loomc, case)
-        print(f"{'ok  ' if not problems else 'FAIL'} {case.name}")
-        for p in problems:
-            print("     " + p)
-        failures += bool(problems)
-    if not args.only or "dropout" in args.only:
-        problems = check_dropout(args.loomc)
-        print(f"{'ok  ' if not problems else 'FAIL'} dropout")
-        for p in problems:
-            print("     " + p)
-        failures += bool(problems)
-    if not args.only or "convert" in args.only:
-        problems = check_convert(args.loomc)
-        print(f"{'ok  ' if not problems else 'FAIL'} convert_bf16")
-        for p in problems:
-            print("     " + p)
-        failures += bool(problems)
+        if wanted(case.name):
+            report(case.name, check(args.loomc, case))
+    if wanted("dropout"):
+        report("dropout", check_dropout(args.loomc))
+    if wanted("convert_bf16"):
+        report("convert_bf16", check_convert(args.loomc))
     print(f"{failures} failed on the {TARGET} backend")
     return 1 if failures else 0
 
