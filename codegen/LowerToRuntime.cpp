@@ -327,9 +327,13 @@ struct Emitter {
         [](Type t) { return getElementTypeOrSelf(t).isBF16(); });
   }
 
-  /// The ops whose kernels have a bf16 entry in both runtimes.
+  /// The ops whose kernels have a bf16 entry (loomrt.h, Bf16Kernels.cpp):
+  /// every kernel but the optimizer's, whose tensors are f32 (the master
+  /// weights, their state and gradients), and those of scalars alone.
   static bool hasBf16Kernel(Operation *op) {
-    return isa<ConvertOp>(op);
+    return isa<KernelOpInterface>(op) &&
+           !isa<SGDUpdateOp, AdamWUpdateOp, LrScheduleOp, ClipFactorOp,
+                LabelCountOp, ConcatOp>(op);
   }
 
   LogicalResult checkTypes(Operation *op) {
@@ -339,7 +343,8 @@ struct Emitter {
       if (!tensor)
         continue;
       Type e = tensor.getElementType();
-      if (e.isBF16() && !hasBf16Kernel(op))
+      // A loop's carries are buffers whatever their type.
+      if (e.isBF16() && !isa<RepeatOp>(op) && !hasBf16Kernel(op))
         return op->emitOpError("has a tensor of bf16, for which the runtime "
                                "has no kernel of this op yet");
       if (!e.isF32() && !e.isBF16() && !e.isInteger(32))

@@ -84,6 +84,11 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
                      "and norms from the saved matmul outputs) or full "
                      "(each layer from its input)"),
       llvm::cl::init("none")};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("fp32, or bf16: bf16 compute with fp32 master weights "
+                     "(train-mixed-precision on the forward model)"),
+      llvm::cl::init("fp32")};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("ZeRO stage over the data axis: 0 (none), 1 (optimizer "

@@ -210,6 +210,41 @@ def TrainOptimizer : Pass<"train-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def TrainMixedPrecision : Pass<"train-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "bf16 compute with fp32 master weights, on the forward model";
+  let description = [{
+    Rewrites a forward model (before `train-autodiff`) to compute in bf16:
+    every `train.param` is an f32 master weight (a parameter declared bf16
+    becomes f32: an f32 model with this pass and a bf16 model give the same
+    program), narrowed once at the top of the model (`train.convert ... to
+    bf16`) for its uses; float inputs are narrowed too. Every op then takes
+    the element type its operands give it (its type inference; an op
+    without one, such as `train.reshape`, takes its operands' type), so
+    activations are bf16, and:
+    - scalars are f32: a loss takes bf16 logits and returns f32 (its
+      kernel computes in f32); an op that would make a bf16 scalar (a full
+      reduction) runs in f32, its bf16 operands widened first;
+    - an op that cannot take bf16 operands runs in f32 between converts;
+    - a loop's carries, slices and invariants take their operands' types.
+    The kernels compute in f32 and round each result once (matmuls
+    accumulate in f32; norm statistics, softmax and the loss are f32 inside
+    their kernels). The backward then follows from autodiff: the
+    gradient of each master weight goes back through its convert, so it is
+    f32 (what accumulation, the data-parallel reduction and the optimizer
+    see), and the optimizer's state is f32.
+
+    ```mlir
+    %w = train.param "w" init(#train.init<normal, 0.02>) : tensor<16x4xf32>
+    %w_bf16 = train.convert %w to bf16 : tensor<16x4xf32>
+    %y = train.matmul %x_bf16, %w_bf16 : tensor<8x16xbf16>, tensor<16x4xbf16>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numNarrowed", "narrowed", "Parameters and inputs narrowed to bf16">,
+    Statistic<"numWidened", "widened", "Ops kept in f32 between converts">,
+  ];
+}
+
 def TrainDecomposeAttention : Pass<"train-decompose-attention", "::mlir::ModuleOp"> {
   let summary = "Rewrite train.attention into its reference decomposition";
   let description = [{

@@ -17,6 +17,10 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     if (distributed)
       add(createDistMesh(DistMeshOptions{options.mesh}));
     add(createTrainVerify());
+    // Before everything that reads the forward's types: stages, remat and
+    // autodiff see the bf16 program.
+    if (options.precision == "bf16")
+      add(createTrainMixedPrecision());
     // Megatron's tensor parallelism splits a fused QKV by heads once it is
     // one projection per slice.
     if (distributed &&

@@ -592,6 +592,11 @@ vocabParallelStats(OpT op, OpBuilder &b, const LocalizeContext &ctx,
   int64_t last = tensorType(op.getLogits()).getRank() - 1;
   Value localMax = ReduceOp::create(b, loc, op.getLogits(), ReduceKind::max,
                                     ArrayRef<int64_t>{last});
+  // The statistics are f32 whatever the logits' type: they are reduced
+  // over the vocabulary's ranks before the loss is taken.
+  if (!cast<RankedTensorType>(localMax.getType()).getElementType().isF32())
+    localMax = ConvertOp::create(b, loc, localMax,
+                                 TypeAttr::get(b.getF32Type()));
   SoftmaxStats stats;
   stats.max = ctx.allReduceMax(b, loc, localMax, axes);
   int64_t classes = ctx.rule.factorSizes[ctx.rule.operandFactors[0].back()];

@@ -951,6 +951,9 @@ LogicalResult CrossEntropyStatsOp::verify() {
   if (failed(
           checkLabels(getLoc(), getOperationName(), getLogits(), getLabels())))
     return failure();
+  if (!tensorOf(getMax()).getElementType().isF32())
+    return emitOpError("statistics must be f32, whatever the logits' "
+                       "element type");
   return checkStats(*this, getMax(), getLabels());
 }
 

@@ -73,7 +73,10 @@ double loomrt::normal(uint64_t key) {
 extern "C" {
 
 loomrt_ctx *loomrt_create(void) { return new loomrt_ctx(); }
-void loomrt_destroy(loomrt_ctx *ctx) { delete ctx; }
+void loomrt_destroy(loomrt_ctx *ctx) {
+  releaseBf16Scratch(ctx);
+  delete ctx;
+}
 
 loomrt_buf *loomrt_alloc(loomrt_ctx *ctx, int64_t bytes) {
   return reinterpret_cast<loomrt_buf *>(allocate(ctx, bytes));
@@ -946,6 +949,7 @@ static int train(int argc, char **argv, const loomrt_program *program) {
   // Every buffer goes back before the process ends (the sanitized suite
   // checks that nothing leaks).
   release(&ctx, ctx.arena, arenaBytes);
+  releaseBf16Scratch(&ctx);
   for (int64_t t = 0; t < p->num_tensors; ++t) {
     const loomrt_tensor_desc &d = p->tensors[t];
     if (ctx.tensors[t])

@@ -51,6 +51,9 @@ struct loomrt_ctx {
   /// (trackBytes: the communication thread allocates too).
   std::atomic<int64_t> currentBytes{0};
   std::atomic<int64_t> peakBytes{0};
+  /// The f32 copies bf16 kernels compute on (Bf16Kernels.cpp): one buffer
+  /// per tensor slot of a call, grown to the largest call and reused.
+  std::vector<std::pair<char *, int64_t>> bf16Scratch;
 
   // Processes and the mesh (Comm.cpp).
   int rank = 0, world = 1, localRank = 0;
@@ -130,6 +133,8 @@ void release(loomrt_ctx *ctx, char *ptr, int64_t bytes);
 
 /// Bytes of one element of a loomrt_dtype.
 int64_t elementBytes(int32_t dtype);
+/// Releases the bf16 kernels' scratch (before the context goes).
+void releaseBf16Scratch(loomrt_ctx *ctx);
 
 /// What the common driver needs from a backend.
 /// Counts `bytes` more in use (fewer when negative) and the high-water

@@ -19,6 +19,7 @@ dozen terms; the differences themselves are exact to ~1e-9).
 
 import argparse
 import math
+import re
 import sys
 
 import numpy as np
@@ -190,7 +191,10 @@ def repeat_ref(p):
     return h
 
 
-def model_text(case, y_shape):
+def model_text(case, y_shape, bf16=False):
+    """The check's model; with `bf16`, the op runs on bf16 tensors: each
+    parameter narrowed (train.convert) before it, every f32 type of the
+    body bf16, the result widened after it (the loss stays f32)."""
     lines = ["train.model @check attributes {optimizer = #train.sgd<>, "
              "schedule = #train.schedule<lr = 1.0>} {"]
     for name, value in case.params.items():
@@ -200,7 +204,17 @@ def model_text(case, y_shape):
         lines.append(f'  %{name} = train.input "{name}" : {mlir_type(value.shape, "i32")}')
     yt = mlir_type(y_shape)
     lines.append(f'  %r = train.param "r" init(#train.init<zeros>) : {yt}')
-    lines.append("  " + case.body)
+    body = case.body
+    if bf16:
+        for name, value in case.params.items():
+            lines.append(f"  %{name}_bf16 = train.convert %{name} to bf16 : "
+                         f"{mlir_type(value.shape)}")
+            body = re.sub(rf"%{name}\b(?!_bf16)", f"%{name}_bf16", body)
+        body = body.replace("xf32>", "xbf16>")
+        if y_shape:  # a scalar result (a loss) is f32 already
+            body = body.replace("%y = ", "%y_bf16 = ")
+            body += f"\n  %y = train.convert %y_bf16 to f32 : {mlir_type(y_shape, 'bf16')}"
+    lines.append("  " + body)
     lines.append(f"  %p = train.mul %y, %r : {yt}, {yt}")
     dims = ", ".join(str(i) for i in range(len(y_shape)))
     lines.append(f"  %l = train.reduce sum %p dims [{dims}] : {yt}")
@@ -225,6 +239,97 @@ def finite_differences(f, params, name, h=1e-5):
 
 
 TARGET = "host"
+
+
+def bf16_ulp(x):
+    """The spacing of bf16 numbers at |x| (that of the smallest normal
+    below it)."""
+    e = np.floor(np.log2(np.maximum(np.abs(x), 2.0 ** -126)))
+    return 2.0 ** (e - 7)
+
+
+# The ops whose backward reads their forward's output, which bf16 rounds:
+# the gradient's reference is their rule in float64 on the rounded output
+# (y) and cotangent (r), with the number of kernels it runs (each rounds).
+BACKWARD_FROM_OUTPUT = {
+    "tanh": (lambda y, r: (1 - y * y) * r, 1),
+    "exp": (lambda y, r: y * r, 1),
+    "sqrt": (lambda y, r: 0.5 * r / y, 2),
+    "rsqrt": (lambda y, r: -0.5 * y ** 3 * r, 4),
+    "softmax": (lambda y, r: y * (r - (r * y).sum(-1, keepdims=True)), 1),
+    "reshape": (lambda y, r: ((1 - y * y) * r).reshape(2, 6), 1),  # of tanh
+}
+
+
+def check_bf16(loomc, case):
+    """The op on bf16 tensors (its loomrt_<op>_bf16 kernels, forward and
+    backward): bf16 storage, f32 compute, each result rounded once. The
+    reference is the op in float64 on the bf16-rounded parameters (and, for
+    the gradients, the bf16-rounded cotangent r), by the same finite
+    differences: each forward and gradient element within one bf16 ulp of
+    it plus 2^-9 of the largest (one rounding; up to four where a backward
+    rule runs several kernels), and the forward rounded to the nearest bf16
+    of the reference in at least 90% of the elements (a kernel that
+    truncated, or rounded twice, would not be). repeat checks the loop
+    carrying bf16 buffers, not a kernel: its forward (3 layers of 3
+    kernels) within 3 ulps; its gradients go back through 9 roundings, and
+    through cancellations (the carry's gradient is a sum of larger terms)
+    that make an element bound meaningless, so each is checked as a whole:
+    a relative norm error below 0.1 (a missing or misplaced gradient is
+    near 1)."""
+    rounded = {k: bf16_round(v) for k, v in case.params.items()}
+    y_ref = np.asarray(case.ref(rounded), np.float64)
+    r = normal(*y_ref.shape) if y_ref.shape else np.array(normal(1)[0])
+    params = dict(case.params, r=r.astype(np.float32))
+    program = Program(loomc, model_text(case, y_ref.shape, bf16=True),
+                      case.name + "-bf16", [f"--target={TARGET}"])
+    rows, exported = program.run(steps=1, params=params,
+                                 inputs=case.inputs or None)
+    problems = []
+    ulps = 3 if case.name == "repeat" else 1
+
+    def close(what, got, want, whole=False):
+        got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        if whole:
+            error = np.linalg.norm(got - want) / np.linalg.norm(want)
+            if error > 0.1:
+                problems.append(f"{what}: relative norm error {error:.3f}")
+            return
+        bound = ulps * bf16_ulp(want) + 2.0 ** -9 * np.abs(want).max()
+        err = np.abs(got - want) - bound
+        if err.max() > 0:
+            i = int(np.argmax(err))
+            problems.append(f"{what}: element {i}: {got.reshape(-1)[i]:.7g} "
+                            f"vs {want.reshape(-1)[i]:.7g}")
+
+    loss_ref = float((y_ref * r).sum())
+    got_loss = rows[0]["loss"]
+    if abs(got_loss - loss_ref) > 1e-2 * abs(loss_ref) + 1e-3 * np.abs(y_ref * r).sum():
+        problems.append(f"loss: {got_loss:.7g} vs {loss_ref:.7g}")
+    grads = {k: params[k].astype(np.float64) - exported[k].astype(np.float64)
+             for k in params}
+    y = grads["r"]
+    close("forward (gradient of r)", y, y_ref)
+    if y_ref.ndim and case.name != "repeat":
+        # y is the stored bf16 up to the f32 rounding of the SGD step that
+        # recovers it (far below bf16's spacing): rounding recovers it.
+        stored = bf16_round(y.astype(np.float32))
+        nearest = np.mean(bf16_round(y_ref.astype(np.float32)) == stored)
+        if nearest < 0.9:
+            problems.append(f"forward: only {nearest:.0%} of the elements are "
+                            "the reference rounded to the nearest bf16")
+    r16 = bf16_round(r).astype(np.float64)
+    if case.name in BACKWARD_FROM_OUTPUT:
+        rule, ulps = BACKWARD_FROM_OUTPUT[case.name]
+        y16 = bf16_round(y.astype(np.float32)).astype(np.float64)
+        close("gradient of a", grads["a"], rule(y16, r16))
+        return problems
+    loss = lambda p: float((np.asarray(case.ref(p), np.float64) * r16).sum())
+    for name in case.params:
+        fd = finite_differences(loss, rounded, name)
+        close(f"gradient of {name}", grads[name], fd,
+              whole=case.name == "repeat")
+    return problems
 
 
 def check(loomc, case):
@@ -300,9 +405,11 @@ def bf16_round(x):
     """float32 -> the float32 value of its bf16 rounding, by explicit
     arithmetic on the bits: add half of the dropped part's unit, less one
     unless the kept part is odd (ties to even), and truncate. Finite inputs."""
-    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
-    return b.astype(np.uint32).view(np.float32)
+    x = np.asarray(x, np.float32)
+    b = np.atleast_1d(x).view(np.uint32).astype(np.uint64)
+    sixteen = np.uint64(16)
+    b = (b + np.uint64(0x7FFF) + ((b >> sixteen) & np.uint64(1))) >> sixteen << sixteen
+    return b.astype(np.uint32).view(np.float32).reshape(x.shape)
 
 
 def check_convert(loomc):
@@ -361,6 +468,8 @@ def main():
     parser.add_argument("--only", help="run the cases whose name contains this")
     parser.add_argument("--target", default="host", choices=["host", "cuda"],
                         help="the backend the executables are built for")
+    parser.add_argument("--bf16", action="store_true",
+                        help="check every op's bf16 kernels instead (check_bf16)")
     args = parser.parse_args()
     global TARGET
     TARGET = args.target
@@ -374,6 +483,12 @@ def main():
         failures += bool(problems)
 
     wanted = lambda name: not args.only or args.only in name
+    if args.bf16:
+        for case in cases():
+            if wanted(case.name):
+                report(case.name + " bf16", check_bf16(args.loomc, case))
+        print(f"{failures} failed on the {TARGET} backend (bf16)")
+        return 1 if failures else 0
     for case in cases():
         if wanted(case.name):
             report(case.name, check(args.loomc, case))

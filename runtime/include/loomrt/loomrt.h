@@ -454,6 +454,60 @@ void loomrt_rms_norm_grad_accumulate(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *d
 void loomrt_embedding_grad_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *ids, loomrt_buf *grad, int64_t, int64_t,
                                       int64_t, int64_t vocab_group);
 
+/* bf16 entries: `loomrt_<op>_bf16` (and `loomrt_<op>_bf16_accumulate`)
+ * take the arguments of `loomrt_<op>`, with every non-scalar float tensor
+ * bf16; 0-d tensors (the loss, the learning rate, a norm) stay f32, as do
+ * the softmax statistics of the vocab-parallel cross-entropy (`max`,
+ * `sum`, `target`). They compute in f32 and round
+ * each result once, as loomrt_convert_bf16 does. */
+void loomrt_matmul_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t, int32_t transpose_lhs, int32_t transpose_rhs);
+void loomrt_matmul_bf16_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t, int32_t transpose_lhs, int32_t transpose_rhs);
+void loomrt_sum_to_bf16_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_scale_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, double factor);
+void loomrt_reduce_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t dims, int32_t kind);
+void loomrt_broadcast_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t dims);
+void loomrt_reduce_max_grad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *max, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t dims);
+void loomrt_layer_norm_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *beta, int64_t, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_layer_norm_grad_bf16(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *dgamma, loomrt_buf *dbeta, loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_layer_norm_grad_bf16_accumulate(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *dgamma, loomrt_buf *dbeta, loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_rms_norm_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *gamma, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_rms_norm_grad_bf16(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *dgamma, loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_rms_norm_grad_bf16_accumulate(loomrt_ctx *, loomrt_buf *dx, loomrt_buf *dgamma, loomrt_buf *in, loomrt_buf *gamma, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t, double epsilon);
+void loomrt_attention_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *q, loomrt_buf *k, loomrt_buf *v, int64_t, int64_t, int64_t, int64_t, int32_t causal);
+void loomrt_attention_grad_bf16(loomrt_ctx *, loomrt_buf *dq, loomrt_buf *dk, loomrt_buf *dv, loomrt_buf *q, loomrt_buf *k, loomrt_buf *v, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t causal);
+void loomrt_causal_mask_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, double fill);
+void loomrt_embedding_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *table, loomrt_buf *ids, int64_t, int64_t, int64_t, int64_t vocab_group, int64_t vocab_size);
+void loomrt_embedding_grad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *ids, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t vocab_group);
+void loomrt_embedding_grad_bf16_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *ids, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t vocab_group);
+void loomrt_cross_entropy_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels, int64_t, int64_t, int64_t, int64_t ignore_index);
+void loomrt_cross_entropy_grad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels, loomrt_buf *grad, int64_t, int64_t, int64_t, int64_t, int64_t ignore_index);
+void loomrt_cross_entropy_stats_bf16(loomrt_ctx *, loomrt_buf *sum, loomrt_buf *target, loomrt_buf *logits, loomrt_buf *labels, loomrt_buf *max, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t ignore_index, int64_t vocab_group, int64_t vocab_size);
+void loomrt_cross_entropy_grad_from_stats_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *logits, loomrt_buf *labels, loomrt_buf *grad, loomrt_buf *max, loomrt_buf *sum, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t ignore_index, int64_t vocab_group);
+void loomrt_dropout_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t stream, int64_t, int64_t, int64_t global_shape, double rate, int64_t seed, int64_t shard_groups);
+void loomrt_transpose_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t permutation);
+void loomrt_slice_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t offsets, int64_t sizes);
+void loomrt_pad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t high, int64_t low);
+void loomrt_sum_squares_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t position, int64_t count, int64_t replica_group);
+void loomrt_add_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
+void loomrt_sub_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
+void loomrt_mul_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
+void loomrt_div_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
+void loomrt_relu_grad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_gelu_grad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_silu_grad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_tanh_grad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *y, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_softmax_grad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *y, loomrt_buf *grad, int64_t, int64_t, int64_t);
+void loomrt_relu_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_gelu_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_silu_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_tanh_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_exp_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_log_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_sqrt_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_rsqrt_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_softmax_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+void loomrt_sum_to_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,81 @@
+// RUN: loom-opt %s -split-input-file -train-mixed-precision -verify-diagnostics | FileCheck %s
+// The whole training step: f32 master weights and AdamW state, bf16
+// activations, f32 gradients for the optimizer.
+// RUN: loom-opt %S/../../examples/parity.mlir --loom-pipeline="precision=bf16" | FileCheck %s --check-prefix=STEP
+// A model written in bf16 gives the same program as the f32 model with
+// --precision=bf16 (one mechanism):
+// RUN: sed -e 's/xf32>/xbf16>/g' %S/../../examples/parity.mlir > %t.bf16.mlir
+// RUN: loom-opt %S/../../examples/parity.mlir --loom-pipeline="precision=bf16" > %t.a
+// RUN: loom-opt %t.bf16.mlir --loom-pipeline="precision=bf16" > %t.b
+// RUN: diff %t.a %t.b
+
+// STEP-LABEL: train.model @gpt
+// STEP: %[[WTE:.*]] = train.param "wte" {{.*}} : tensor<32x16xf32>
+// STEP-NEXT: train.state "wte.m" of "wte" : tensor<32x16xf32>
+// STEP-NEXT: train.state "wte.v" of "wte" : tensor<32x16xf32>
+// STEP-NOT: train.param {{.*}}bf16
+// STEP-NOT: train.state {{.*}}bf16
+// STEP: %[[WTE16:.*]] = train.convert %[[WTE]] to bf16 : tensor<32x16xf32>
+// STEP: train.embedding %[[WTE16]], %{{.*}} : tensor<32x16xbf16>, tensor<4x8xi32>
+// STEP: train.attention {{.*}} : tensor<4x2x8x8xbf16>
+// STEP: train.cross_entropy %{{.*}}, %{{.*}} : tensor<4x8x32xbf16>, tensor<4x8xi32>
+// The master's gradient is f32, and so is its AdamW step.
+// STEP: %[[G:.*]] = train.convert %{{.*}} to f32 : tensor<32x16xbf16>
+// STEP: train.sum_squares
+// STEP: train.adamw_update {{.*}} %[[WTE]], %{{.*}}, %{{.*}}, %{{.*}} lr({{.*}}) {{.*}}: tensor<32x16xf32>
+
+// The forward of an MLP: masters narrowed once, activations bf16, the loss
+// f32 from bf16 logits.
+// CHECK-LABEL: train.model @mlp
+// CHECK: %[[W:.*]] = train.param "w" {{.*}} : tensor<16x4xf32>
+// CHECK: %[[X:.*]] = train.input "x" : tensor<8x16xf32>
+// CHECK: %[[W16:.*]] = train.convert %[[W]] to bf16 : tensor<16x4xf32>
+// CHECK: %[[X16:.*]] = train.convert %[[X]] to bf16 : tensor<8x16xf32>
+// CHECK: %[[H:.*]] = train.matmul %[[X16]], %[[W16]] : tensor<8x16xbf16>, tensor<16x4xbf16>
+// CHECK: %[[R:.*]] = train.reshape %[[H]] : tensor<8x4xbf16> -> tensor<32xbf16>
+// CHECK: %[[L:.*]] = train.cross_entropy %[[H]], %{{.*}} : tensor<8x4xbf16>, tensor<8xi32>
+// A full reduction would be a bf16 scalar: it runs in f32.
+// CHECK: %[[R32:.*]] = train.convert %[[R]] to f32 : tensor<32xbf16>
+// CHECK: %[[S:.*]] = train.reduce sum %[[R32]] dims [0] : tensor<32xf32>
+// CHECK: train.add %[[L]], %[[S]] : tensor<f32>, tensor<f32>
+train.model @mlp attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
+  %w = train.param "w" init(#train.init<normal, 0.25>) : tensor<16x4xf32>
+  %x = train.input "x" : tensor<8x16xf32>
+  %y = train.input "y" : tensor<8xi32>
+  %h = train.matmul %x, %w : tensor<8x16xf32>, tensor<16x4xf32>
+  %r = train.reshape %h : tensor<8x4xf32> -> tensor<32xf32>
+  %l = train.cross_entropy %h, %y : tensor<8x4xf32>, tensor<8xi32>
+  %s = train.reduce sum %r dims [0] : tensor<32xf32>
+  %t = train.add %l, %s : tensor<f32>, tensor<f32>
+  train.output loss(%t : tensor<f32>)
+}
+
+// -----
+
+// A loop: its carries, slices and invariants take their operands' types.
+// CHECK-LABEL: train.model @loop
+// CHECK: train.repeat 2 carry(%{{.*}} : tensor<2x4xbf16>) stacked(%{{.*}} : tensor<2x4x4xbf16>) : (tensor<2x4xbf16>)
+// CHECK: ^bb0(%{{.*}}: index, %{{.*}}: tensor<2x4xbf16>, %{{.*}}: tensor<4x4xbf16>):
+// CHECK: train.tanh %{{.*}} : tensor<2x4xbf16>
+train.model @loop attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
+  %h = train.param "h" init(#train.init<normal, 1.0>) : tensor<2x4xf32>
+  %w = train.param "w" init(#train.init<normal, 0.5>) : tensor<2x4x4xf32>
+  %y = train.repeat 2 carry(%h : tensor<2x4xf32>) stacked(%w : tensor<2x4x4xf32>) : (tensor<2x4xf32>) {
+  ^bb0(%i: index, %c: tensor<2x4xf32>, %wi: tensor<4x4xf32>):
+    %m = train.matmul %c, %wi : tensor<2x4xf32>, tensor<4x4xf32>
+    %t = train.tanh %m : tensor<2x4xf32>
+    train.yield carry(%t : tensor<2x4xf32>)
+  }
+  %s = train.reduce sum %y dims [0, 1] : tensor<2x4xf32>
+  train.output loss(%s : tensor<f32>)
+}
+
+// -----
+
+// Only the forward model.
+// expected-error @+1 {{'train.model' op is differentiated already: run train-mixed-precision on the forward model, before train-autodiff}}
+train.model @step attributes {optimizer = #train.sgd<>, schedule = #train.schedule<lr = 0.1>} {
+  %w = train.param "w" init(#train.init<normal, 0.25>) : tensor<4xf32>
+  %s = train.reduce sum %w dims [0] : tensor<4xf32>
+  train.output loss(%s : tensor<f32>) grads(%w : tensor<4xf32>)
+}
