@@ -11,7 +11,7 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "loomtest.py", "opcheck.py", "gpt_torch.py", "bf16_round.py", "mixed_precision.py",
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "loomtest.py", "opcheck.py", "gpt_torch.py", "bf16_round.py", "mixed_precision.py", "bf16_parity.py",
                    "check_training.py", "check_pmpi.py", "collectives.cpp", "unit.cpp",
                    "pmpi_count.c", "check_report.py", "check_overlap.py", "grad_accumulation.py", "parity.py", "__pycache__",
                    "compare_losses.py", "run-gpu-tests.sh", "check_fatbin.py", "check_safetensors.py", "start-slurm.sh", "stale_temporaries.py"]
