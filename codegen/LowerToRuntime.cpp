@@ -327,10 +327,20 @@ struct Emitter {
         [](Type t) { return getElementTypeOrSelf(t).isBF16(); });
   }
 
-  /// The ops whose kernels have a bf16 entry (loomrt.h, Bf16Kernels.cpp):
-  /// every kernel but the optimizer's, whose tensors are f32 (the master
-  /// weights, their state and gradients), and those of scalars alone.
+  /// The ops the runtime runs on bf16 tensors: every kernel with a bf16
+  /// entry (loomrt.h, Bf16Kernels.cpp: all but the optimizer's, whose
+  /// tensors are f32, the master weights, their state and gradients, and
+  /// those of scalars alone); the all-reduce of one tensor (a ring that
+  /// rounds each step's sum, as NCCL's does) and the all-gathers (copies).
+  /// Not yet: buckets, the pairwise all-reduce, reduce-scatters, shards
+  /// and padding fills.
   static bool hasBf16Kernel(Operation *op) {
+    if (auto reduce = dyn_cast<dist::AllReduceOp>(op))
+      return !reduce.getMembers() && op->getNumOperands() == 1;
+    if (isa<dist::AllReduceStartOp>(op))
+      return op->getNumOperands() == 1;
+    if (isa<dist::AllGatherOp, dist::AllGatherStartOp>(op))
+      return true;
     return isa<KernelOpInterface>(op) &&
            !isa<SGDUpdateOp, AdamWUpdateOp, LrScheduleOp, ClipFactorOp,
                 LabelCountOp, ConcatOp>(op);

@@ -17,15 +17,16 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     if (distributed)
       add(createDistMesh(DistMeshOptions{options.mesh}));
     add(createTrainVerify());
-    // Before everything that reads the forward's types: stages, remat and
-    // autodiff see the bf16 program.
-    if (options.precision == "bf16")
-      add(createTrainMixedPrecision());
     // Megatron's tensor parallelism splits a fused QKV by heads once it is
     // one projection per slice.
     if (distributed &&
         (options.sharding == "auto" || options.sharding == "megatron"))
       add(createDistSplitProjections());
+    // On the parameters as tensor parallelism splits them (a fused QKV in
+    // parts), before what reads the forward's types: stages, remat and
+    // autodiff see the bf16 program.
+    if (options.precision == "bf16")
+      add(createTrainMixedPrecision());
     // Stages are cut on the forward model, before the backward exists.
     if (distributed) {
       DistPipelinePartitionOptions partition;

@@ -183,6 +183,11 @@ struct Propagation {
         v = slice.getInput();
         continue;
       }
+      // A master weight's bf16 copy (train-mixed-precision).
+      if (auto convert = v.getDefiningOp<ConvertOp>()) {
+        v = convert.getInput();
+        continue;
+      }
       auto arg = dyn_cast<BlockArgument>(v);
       auto repeat =
           arg ? dyn_cast<RepeatOp>(arg.getOwner()->getParentOp()) : RepeatOp();

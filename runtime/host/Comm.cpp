@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bf16.h"
 #include "Internal.h"
 #include "Stall.h"
 
@@ -340,30 +341,44 @@ void reduceInto(float *acc, const float *in, int64_t n, int32_t op) {
       acc[i] += in[i];
 }
 
-/// The reduce-scatter half of a ring all-reduce over `data` (`n` floats):
-/// afterwards chunk (rank + 1) % size holds the full reduction.
-void ringReduceScatter(loomrt_ctx *ctx, Group &g, float *data, int64_t n,
+/// bf16 (its bits): each step's partial sum computed in f32 and rounded,
+/// as NCCL's bf16 reductions round at every step.
+void reduceInto(uint16_t *acc, const uint16_t *in, int64_t n, int32_t op) {
+  for (int64_t i = 0; i < n; ++i) {
+    float a = bf16ToFloat(acc[i]), b = bf16ToFloat(in[i]);
+    acc[i] = floatToBf16(op == 1 ? std::max(a, b) : a + b);
+  }
+}
+
+/// The reduce-scatter half of a ring all-reduce over `data` (`n` elements
+/// of T: float, or bf16's bits): afterwards chunk (rank + 1) % size holds
+/// the full reduction.
+template <typename T>
+void ringReduceScatter(loomrt_ctx *ctx, Group &g, T *data, int64_t n,
                        int32_t op, const char *what, int kind, uint32_t mask) {
-  std::vector<float> incoming(n / g.size + 1);
+  std::vector<T> incoming(n / g.size + 1);
+  constexpr int64_t size = sizeof(T);
   for (int s = 0; s < g.size - 1; ++s) {
     auto [sb, se] = chunk(n, g.size, (g.rank - s + g.size) % g.size);
     auto [rb, re] = chunk(n, g.size, (g.rank - s - 1 + 2 * g.size) % g.size);
-    ringStep(ctx, g, what, data + sb, (se - sb) * 4, incoming.data(),
-             (re - rb) * 4);
-    count(ctx, kind, mask, (se - sb) * 4);
+    ringStep(ctx, g, what, data + sb, (se - sb) * size, incoming.data(),
+             (re - rb) * size);
+    count(ctx, kind, mask, (se - sb) * size);
     reduceInto(data + rb, incoming.data(), re - rb, op);
   }
 }
 
 /// The all-gather half: each rank starts owning chunk (rank + 1) % size.
-void ringAllGatherChunks(loomrt_ctx *ctx, Group &g, float *data, int64_t n,
+template <typename T>
+void ringAllGatherChunks(loomrt_ctx *ctx, Group &g, T *data, int64_t n,
                          const char *what, int kind, uint32_t mask) {
+  constexpr int64_t size = sizeof(T);
   for (int s = 0; s < g.size - 1; ++s) {
     auto [sb, se] = chunk(n, g.size, (g.rank + 1 - s + g.size) % g.size);
     auto [rb, re] = chunk(n, g.size, (g.rank - s + g.size) % g.size);
-    ringStep(ctx, g, what, data + sb, (se - sb) * 4, data + rb,
-             (re - rb) * 4);
-    count(ctx, kind, mask, (se - sb) * 4);
+    ringStep(ctx, g, what, data + sb, (se - sb) * size, data + rb,
+             (re - rb) * size);
+    count(ctx, kind, mask, (se - sb) * size);
   }
 }
 
@@ -506,11 +521,18 @@ static void run_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
                        int64_t count, int32_t dtype, int32_t op) {
   TraceSpan span(ctx, std::string("all_reduce") + " group " + std::to_string(group),
                  "communication", onCommThread() ? 1 : 0, count * elementBytes(dtype));
-  checkFloat(dtype, "all_reduce");
+  if (dtype != LOOMRT_F32 && dtype != LOOMRT_BF16)
+    fail("all_reduce: only f32 and bf16 reductions are supported");
   Group &g = groupOf(ctx, group);
   if (g.size == 1)
     return;
   g.next();
+  if (dtype == LOOMRT_BF16) {
+    auto *x = reinterpret_cast<uint16_t *>(data);
+    ringReduceScatter(ctx, g, x, count, op, "all_reduce", 0, group);
+    ringAllGatherChunks(ctx, g, x, count, "all_reduce", 0, group);
+    return;
+  }
   float *x = reinterpret_cast<float *>(data);
   ringReduceScatter(ctx, g, x, count, op, "all_reduce", 0, group);
   ringAllGatherChunks(ctx, g, x, count, "all_reduce", 0, group);

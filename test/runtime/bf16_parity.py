@@ -1,12 +1,20 @@
 #!/usr/bin/env python3
-"""bf16 data parallelism against bf16 on one rank (the same global batch,
-dropout and clipping on): dp=2, and dp=4 with ZeRO-1, every step's loss
-within 1e-3 relative (bf16 rounds per rank's half of the batch where the
-one rank rounds the whole: not the fp32 tolerance). On dp=2 the bytes each
-rank sends per step, counted by the PMPI wrapper below the runtime, equal
-the formula for f32 gradients: one ring all-reduce of the 4-byte gradient
-of every parameter, plus the rank program's scalar all-reduces (the
-labelled-token counts); bf16 gradients would send half.
+"""bf16 data and tensor parallelism against bf16 on one rank (the same
+global batch, dropout and clipping on): dp=2, tp=2, dp=2 x tp=2 and dp=4
+with ZeRO-1, every step's loss within 1e-3 relative (bf16 rounds per
+rank's share of the work where the one rank rounds the whole: not the
+fp32 tolerance).
+
+Bytes each rank sends per step, counted by the PMPI wrapper below the
+runtime, equal formulas from the shapes:
+- dp=2: one ring all-reduce of the 4-byte (f32) gradient of every
+  parameter, plus the rank program's scalar all-reduces (the labelled-token
+  counts); bf16 gradients would send half;
+- tp=2 on examples/gpt.mlir (b 8, s 64, h 128, L 4, V 256): Megatron-LM's
+  four all-reduces of a b s h activation per layer and the vocab-parallel
+  embedding's and head's two, all in bf16 (2 bytes), and the
+  cross-entropy's statistics (maximum; sum and label logit) and the
+  clipping norm in f32 (tp_bytes.py's formula, the activations at half).
 """
 
 import argparse
@@ -27,6 +35,7 @@ def main():
     ap.add_argument("--loomc", required=True)
     ap.add_argument("--loom-gen", required=True)
     ap.add_argument("--pmpi", required=True)
+    ap.add_argument("--gpt", required=True, help="examples/gpt.mlir")
     args = ap.parse_args()
     check = Checks()
     work = tempfile.mkdtemp(prefix="loom-bf16-parity-")
@@ -39,8 +48,9 @@ def main():
 
     def run(name, flags, ranks, pmpi=False):
         exe = os.path.join(work, name)
+        source = args.gpt if name.startswith("gpt") else model
         phases = os.path.join(work, name + "-phases")
-        subprocess.run([args.loomc, model, "-o", exe, "--precision=bf16", "--dump-phases",
+        subprocess.run([args.loomc, source, "-o", exe, "--precision=bf16", "--dump-phases",
                         phases, *flags], check=True)
         metrics = os.path.join(work, name + ".%r.jsonl")
         cmd = [exe, "--steps", str(STEPS), "--metrics", metrics, "--log-every", "0",
@@ -59,6 +69,8 @@ def main():
 
     ref, _, _ = run("one", [], 1)
     for label, flags, ranks in (("dp=2", ["--mesh", "dp=2"], 2),
+                                ("tp=2", ["--mesh", "tp=2"], 2),
+                                ("dp=2 x tp=2", ["--mesh", "dp=2,tp=2"], 4),
                                 ("dp=4 ZeRO-1", ["--mesh", "dp=4", "--zero=1"], 4)):
         losses, sent, program = run(label.replace(" ", "-").replace("=", ""), flags, ranks,
                                     pmpi=label == "dp=2")
@@ -75,6 +87,15 @@ def main():
             want = STEPS * (ring_allreduce(params, 2) + scalars * ring_allreduce(1, 2))
             check("dp=2: PMPI bytes of rank 0 equal the f32-gradient formula",
                   sent.get(0) == want, f"{sent.get(0)} vs {want}")
+
+    # tp=2's bytes on the example GPT.
+    B, S, H, L = 8, 64, 128, 4
+    _, sent, _ = run("gpt-tp2", ["--mesh", "tp=2"], 2, pmpi=True)
+    bf16 = lambda e: ring_allreduce(e, 2) // 2
+    want = 4 * L * bf16(B * S * H) + 2 * bf16(B * S * H)
+    want += ring_allreduce(B * S, 2) + ring_allreduce(2 * B * S, 2) + ring_allreduce(1, 2)
+    check("tp=2: PMPI bytes of rank 0 equal Megatron-LM's, activations in bf16",
+          sent.get(0) == STEPS * want, f"{sent.get(0)} vs {STEPS * want}")
     return check.finish()
 
 

@@ -954,11 +954,14 @@ int Compilation::buildOptions() {
   bool bf16 = config.precision == loom::analysis::Precision::Bf16;
   options.precision = bf16 && !reportOnly() ? "bf16" : "fp32";
   if (bf16 && !reportOnly() && config.mesh) {
-    if (config.mesh.getSize(loom::dist::AxisRole::Tensor) > 1 ||
-        config.mesh.getSize(loom::dist::AxisRole::Pipeline) > 1)
-      return fail("--precision=bf16: code for a mesh with a tensor or "
-                  "pipeline axis is not generated yet (data parallelism, "
-                  "with ZeRO-1, is); --report plans it");
+    if (config.mesh.getSize(loom::dist::AxisRole::Pipeline) > 1)
+      return fail("--precision=bf16: code for a mesh with a pipeline axis "
+                  "is not generated yet (data and tensor parallelism, with "
+                  "ZeRO-1, are); --report plans it");
+    if (sequenceParallel)
+      return fail("--precision=bf16: code for --sequence-parallel is not "
+                  "generated yet (its reduce-scatters are f32 only); "
+                  "--report plans it");
     if (zeroStage >= 2)
       return fail(llvm::formatv("--precision=bf16: code for --zero={0} is "
                                 "not generated yet (ZeRO-1 is); --report "
