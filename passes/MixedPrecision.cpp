@@ -63,7 +63,7 @@ struct TrainMixedPrecisionPass
     MLIRContext *context = model.getContext();
     Type f32 = Float32Type::get(context), bf16 = BFloat16Type::get(context);
     // Parameters are the f32 masters; they and the float inputs are
-    // narrowed once, after the last declaration, for every use.
+    // narrowed after the last declaration, once for each use.
     Operation *lastDeclaration = nullptr;
     for (Operation &op : body)
       if (isa<ParamOp, InputOp>(op))
@@ -80,11 +80,13 @@ struct TrainMixedPrecisionPass
         continue;
       if (isa<ParamOp>(op))
         value.setType(withElement(value.getType(), f32));
-      if (value.use_empty())
-        continue;
-      Value narrow = convert(b, op.getLoc(), value, bf16);
-      value.replaceAllUsesExcept(narrow, narrow.getDefiningOp());
-      ++numNarrowed;
+      // One copy per use: the gradients of a weight read twice (a tied
+      // embedding) come back through their own converts and are summed in
+      // f32, as into Megatron-LM's main_grad, not in bf16 first.
+      for (OpOperand &use : llvm::make_early_inc_range(value.getUses())) {
+        use.set(convert(b, op.getLoc(), value, bf16));
+        ++numNarrowed;
+      }
     }
     // The declarations and their converts (inserted before the insertion
     // point) stay as they are; every op from there takes its operands'

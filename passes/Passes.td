@@ -216,8 +216,10 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::mlir::ModuleOp"> {
     Rewrites a forward model (before `train-autodiff`) to compute in bf16:
     every `train.param` is an f32 master weight (a parameter declared bf16
     becomes f32: an f32 model with this pass and a bf16 model give the same
-    program), narrowed once at the top of the model (`train.convert ... to
-    bf16`) for its uses; float inputs are narrowed too. Every op then takes
+    program), narrowed at the top of the model (`train.convert ... to
+    bf16`) once for each use, so that a weight read twice (a tied
+    embedding) gets each gradient back in f32 and sums them in f32; float
+    inputs are narrowed too. Every op then takes
     the element type its operands give it (its type inference; an op
     without one, such as `train.reshape`, takes its operands' type), so
     activations are bf16, and:
@@ -240,7 +242,7 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::mlir::ModuleOp"> {
     ```
   }];
   let statistics = [
-    Statistic<"numNarrowed", "narrowed", "Parameters and inputs narrowed to bf16">,
+    Statistic<"numNarrowed", "narrowed", "Uses of parameters and inputs narrowed to bf16">,
     Statistic<"numWidened", "widened", "Ops kept in f32 between converts">,
   ];
 }

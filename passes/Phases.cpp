@@ -22,11 +22,6 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     if (distributed &&
         (options.sharding == "auto" || options.sharding == "megatron"))
       add(createDistSplitProjections());
-    // On the parameters as tensor parallelism splits them (a fused QKV in
-    // parts), before what reads the forward's types: stages, remat and
-    // autodiff see the bf16 program.
-    if (options.precision == "bf16")
-      add(createTrainMixedPrecision());
     // Stages are cut on the forward model, before the backward exists.
     if (distributed) {
       DistPipelinePartitionOptions partition;
@@ -35,6 +30,12 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
       add(createDistPipelinePartition(partition));
       add(createDistPipelineSplit());
     }
+    // On the parameters as tensor parallelism and the stages split them (a
+    // fused QKV in parts, a stacked weight in its stages' parts), before
+    // what reads the forward's types: remat and autodiff see the bf16
+    // program.
+    if (options.precision == "bf16")
+      add(createTrainMixedPrecision());
     if (options.microBatches != 1)
       add(createTrainGradAccumulation(
           TrainGradAccumulationOptions{options.microBatches}));
