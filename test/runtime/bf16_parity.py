@@ -18,14 +18,13 @@ runtime, equal formulas from the shapes:
 """
 
 import argparse
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-from loomtest import MPIRUN, RUN_ENV, Checks, ring_allreduce
+from loomtest import Checks, launch, ring_allreduce
 
 STEPS = 10
 
@@ -55,14 +54,8 @@ def main():
         metrics = os.path.join(work, name + ".%r.jsonl")
         cmd = [exe, "--steps", str(STEPS), "--metrics", metrics, "--log-every", "0",
                "--timeout", "120"]
-        if ranks > 1:
-            cmd = MPIRUN + ["-n", str(ranks)] + (["-x", "LD_PRELOAD=" + args.pmpi] if pmpi else []) + cmd
-        r = subprocess.run(cmd, capture_output=True, text=True, env=RUN_ENV)
-        if r.returncode:
-            sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
-        with open(metrics.replace("%r", "0")) as f:
-            losses = [json.loads(line)["loss"] for line in f]
-        sent = {int(a): int(b) for a, b in re.findall(r"pmpi: rank (\d+) sent (\d+) bytes", r.stderr)}
+        rows, sent = launch(name, cmd, ranks, args.pmpi if pmpi else None)
+        losses = [row["loss"] for row in rows]
         rank_program = os.path.join(phases, "2-rank-program.mlir")
         text = open(rank_program).read() if os.path.exists(rank_program) else ""
         return losses, sent, text

@@ -99,6 +99,24 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none
 RUN_ENV = dict(os.environ, OPENBLAS_NUM_THREADS="1")
 
 
+def launch(name, cmd, ranks, pmpi=None, mpirun=False):
+    """Runs `cmd` on `ranks` processes (under mpirun when more than one or
+    `mpirun`, with the PMPI byte counter `pmpi` preloaded when given);
+    exits naming `name` when it fails. Returns rank 0's metrics rows (from
+    the `%r` path after --metrics in `cmd`) and the bytes each rank sent as
+    the PMPI wrapper counted them."""
+    if ranks > 1 or mpirun or pmpi:
+        cmd = MPIRUN + ["-n", str(ranks)] + (["-x", "LD_PRELOAD=" + pmpi] if pmpi else []) + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, env=RUN_ENV)
+    if r.returncode:
+        sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
+    metrics = cmd[cmd.index("--metrics") + 1]
+    with open(metrics.replace("%r", "0")) as f:
+        rows = [json.loads(line) for line in f]
+    sent = {int(a): int(b) for a, b in re.findall(r"pmpi: rank (\d+) sent (\d+) bytes", r.stderr)}
+    return rows, sent
+
+
 class Checks:
     """Prints one line per check, "label: detail ok|FAIL", and counts the
     failures; `finish` prints the count and exits with it."""

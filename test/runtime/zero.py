@@ -38,7 +38,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from loomtest import (Checks, MPIRUN, RUN_ENV, build_rank_program, compare_training, definitions,  # noqa: E402
+from loomtest import (Checks, MPIRUN, RUN_ENV, launch, build_rank_program, compare_training, definitions,  # noqa: E402
                       half, read_safetensors, ring_allreduce)
 
 STEPS = 6
@@ -70,14 +70,8 @@ def run(name, exe, ranks, pmpi=False):
     exported = os.path.join(work, name + ".safetensors")
     cmd = [exe, "--steps", str(STEPS), "--seed", str(SEED), "--metrics", metrics,
            "--timeout", "120"] + ([] if pmpi else ["--export", exported])
-    if ranks > 1 or pmpi:
-        cmd = MPIRUN + ["-n", str(ranks)] + (["-x", "LD_PRELOAD=" + args.pmpi] if pmpi else []) + cmd
-    r = subprocess.run(cmd, capture_output=True, text=True, env=RUN_ENV)
-    if r.returncode:
-        sys.exit(f"{name} failed:\n{r.stdout}{r.stderr}")
-    with open(metrics.replace("%r", "0")) as f:
-        losses = [json.loads(line)["loss"] for line in f]
-    sent = {int(a): int(b) for a, b in re.findall(r"pmpi: rank (\d+) sent (\d+) bytes", r.stderr)}
+    rows, sent = launch(name, cmd, ranks, args.pmpi if pmpi else None)
+    losses = [row["loss"] for row in rows]
     return losses, (read_safetensors(exported) if not pmpi else {}), sent
 
 
