@@ -588,11 +588,19 @@ void loom::train::foldAccumulations(RepeatOp loop) {
           std::pair(add.getRhs(), add.getLhs())}) {
       auto acc = dyn_cast<BlockArgument>(accValue);
       auto part = dyn_cast<OpResult>(partValue);
+      // A bf16 gradient widened for its f32 accumulator (mixed precision):
+      // the inner loop widens each slice before it adds it.
+      ConvertOp widen = part ? dyn_cast<ConvertOp>(part.getOwner()) : nullptr;
+      if (widen) {
+        if (!part.hasOneUse())
+          continue;
+        part = dyn_cast<OpResult>(widen.getInput());
+      }
       auto inner = part ? dyn_cast<RepeatOp>(part.getOwner()) : RepeatOp();
       if (!acc || acc.getOwner() != &body || acc.getArgNumber() == 0 ||
           acc.getArgNumber() > numCarries || !inner ||
           inner->getBlock() != &body || !part.hasOneUse() ||
-          acc.getType() != part.getType() ||
+          acc.getType() != partValue.getType() ||
           part.getResultNumber() < inner.getCarries().size())
         continue;
       // The inner loop's stacked result starts from the accumulator.
@@ -601,11 +609,19 @@ void loom::train::foldAccumulations(RepeatOp loop) {
       RepeatOp folded = appendStackedOperands(inner, acc, accSlices);
       YieldOp innerYield = folded.getYield();
       OpBuilder y(innerYield);
-      Value sum = AddOp::create(y, add.getLoc(), accSlices[0],
-                                innerYield.getStacked()[slice]);
+      Value contribution = innerYield.getStacked()[slice];
+      if (widen)
+        contribution = ConvertOp::create(y, widen.getLoc(), contribution,
+                                         widen.getElementTypeAttr());
+      Value sum =
+          AddOp::create(y, add.getLoc(), accSlices[0], contribution);
       innerYield.getStackedMutable()[slice].set(sum);
-      add.getResult().replaceAllUsesWith(folded.getStackedResults()[slice]);
+      Value result = folded.getStackedResults()[slice];
+      result.setType(acc.getType()); // the accumulator's (f32, widened)
+      add.getResult().replaceAllUsesWith(result);
       add.erase();
+      if (widen)
+        widen.erase();
       break;
     }
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""bf16 data and tensor parallelism against bf16 on one rank (the same
-global batch, dropout and clipping on): dp=2, tp=2, dp=2 x tp=2 and dp=4
-with ZeRO-1, every step's loss within 1e-3 relative (bf16 rounds per
+"""bf16 data, tensor and pipeline parallelism against bf16 on one rank (the
+same global batch, dropout and clipping on): dp=2, tp=2, dp=2 x tp=2, dp=4
+with ZeRO-1, and pp=2 under 1F1B and ZB-H1 (against one rank with their 2
+micro-batches), every step's loss within 1e-3 relative (bf16 rounds per
 rank's share of the work where the one rank rounds the whole: not the
 fp32 tolerance).
 
@@ -61,13 +62,19 @@ def main():
         return losses, sent, text
 
     ref, _, _ = run("one", [], 1)
+    # Pipelines run micro-batches: against one rank with the same ones.
+    ref_m2, _, _ = run("one-m2", ["--micro-batches=2"], 1)
     for label, flags, ranks in (("dp=2", ["--mesh", "dp=2"], 2),
                                 ("tp=2", ["--mesh", "tp=2"], 2),
                                 ("dp=2 x tp=2", ["--mesh", "dp=2,tp=2"], 4),
-                                ("dp=4 ZeRO-1", ["--mesh", "dp=4", "--zero=1"], 4)):
+                                ("dp=4 ZeRO-1", ["--mesh", "dp=4", "--zero=1"], 4),
+                                ("pp=2 M=2 1F1B", ["--mesh", "pp=2", "--micro-batches=2"], 2),
+                                ("pp=2 M=2 ZB-H1", ["--mesh", "pp=2", "--micro-batches=2",
+                                                    "--schedule=zb"], 2)):
+        reference = ref_m2 if label.startswith("pp") else ref
         losses, sent, program = run(label.replace(" ", "-").replace("=", ""), flags, ranks,
                                     pmpi=label == "dp=2")
-        worst = max(abs(a - b) / abs(b) for a, b in zip(losses, ref))
+        worst = max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
         check(f"{label}: losses against bf16 on one rank", len(losses) == STEPS and worst <= 1e-3,
               f"{STEPS} steps, worst relative difference {worst:.2e}")
         if label == "dp=2":

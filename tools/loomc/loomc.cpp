@@ -954,10 +954,6 @@ int Compilation::buildOptions() {
   bool bf16 = config.precision == loom::analysis::Precision::Bf16;
   options.precision = bf16 && !reportOnly() ? "bf16" : "fp32";
   if (bf16 && !reportOnly() && config.mesh) {
-    if (config.mesh.getSize(loom::dist::AxisRole::Pipeline) > 1)
-      return fail("--precision=bf16: code for a mesh with a pipeline axis "
-                  "is not generated yet (data and tensor parallelism, with "
-                  "ZeRO-1, are); --report plans it");
     if (sequenceParallel)
       return fail("--precision=bf16: code for --sequence-parallel is not "
                   "generated yet (its reduce-scatters are f32 only); "
