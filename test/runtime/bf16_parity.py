@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """bf16 data, tensor and pipeline parallelism against bf16 on one rank (the
 same global batch, dropout and clipping on): dp=2, tp=2, dp=2 x tp=2, dp=4
-with ZeRO-1, and pp=2 under 1F1B and ZB-H1 (against one rank with their 2
-micro-batches), every step's loss within 1e-3 relative (bf16 rounds per
+with ZeRO-1, every step's loss within 1e-3 relative (bf16 rounds per
 rank's share of the work where the one rank rounds the whole: not the
-fp32 tolerance).
+fp32 tolerance); pp=2 under 1F1B and ZB-H1 within 1e-6 of one rank with
+their 2 micro-batches (a stage runs the one rank's kernels on the same
+values: equal, as in fp32; a gradient lost under 1F1B moved it by 9e-4).
 
 Bytes each rank sends per step, counted by the PMPI wrapper below the
 runtime, equal formulas from the shapes:
@@ -75,7 +76,8 @@ def main():
         losses, sent, program = run(label.replace(" ", "-").replace("=", ""), flags, ranks,
                                     pmpi=label == "dp=2")
         worst = max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
-        check(f"{label}: losses against bf16 on one rank", len(losses) == STEPS and worst <= 1e-3,
+        bound = 1e-6 if label.startswith("pp") else 1e-3
+        check(f"{label}: losses against bf16 on one rank", len(losses) == STEPS and worst <= bound,
               f"{STEPS} steps, worst relative difference {worst:.2e}")
         if label == "dp=2":
             buckets = re.findall(r"dist\.all_reduce_start (.*) over \[\"dp\"\] : (.*)$", program, re.M)
