@@ -331,13 +331,13 @@ struct Emitter {
   /// entry (loomrt.h, Bf16Kernels.cpp: all but the optimizer's, whose
   /// tensors are f32, the master weights, their state and gradients, and
   /// those of scalars alone); the all-reduce of one tensor (a ring that
-  /// rounds each step's sum, as NCCL's does) and the all-gathers (copies).
-  /// Not yet: buckets, the pairwise all-reduce, reduce-scatters, shards
-  /// and padding fills.
+  /// rounds each step's sum, as NCCL's does), the reduce-scatter of one
+  /// tensor (the same ring) and the all-gathers (copies). Not yet: buckets,
+  /// the pairwise all-reduce, shards and padding fills.
   static bool hasBf16Kernel(Operation *op) {
     if (auto reduce = dyn_cast<dist::AllReduceOp>(op))
       return !reduce.getMembers() && op->getNumOperands() == 1;
-    if (isa<dist::AllReduceStartOp>(op))
+    if (isa<dist::AllReduceStartOp, dist::ReduceScatterOp>(op))
       return op->getNumOperands() == 1;
     if (isa<dist::AllGatherOp, dist::AllGatherStartOp>(op))
       return true;

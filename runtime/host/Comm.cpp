@@ -382,10 +382,6 @@ void ringAllGatherChunks(loomrt_ctx *ctx, Group &g, T *data, int64_t n,
   }
 }
 
-void checkFloat(int32_t dtype, const char *op) {
-  if (dtype != LOOMRT_F32)
-    fail(std::string(op) + ": only f32 reductions are supported");
-}
 
 } // namespace
 
@@ -540,26 +536,32 @@ static void run_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
 
 /// `in` is `rows` rows of the group's blocks side by side (a reduce-scatter
 /// along an inner dimension); with one row, the blocks one after another.
-static void run_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
-                           loomrt_buf *in, int64_t rows, int64_t countPerRank,
-                           int32_t dtype, int32_t op) {
-  TraceSpan span(ctx, std::string("reduce_scatter") + " group " + std::to_string(group),
-                 "communication", onCommThread() ? 1 : 0, countPerRank * elementBytes(dtype));
-  checkFloat(dtype, "reduce_scatter");
-  Group &g = groupOf(ctx, group);
-  g.next();
-  const float *source = reinterpret_cast<const float *>(in);
-  float *result = reinterpret_cast<float *>(out);
-  int64_t rowCount = std::max<int64_t>(rows, 1);
-  int64_t piece = countPerRank / rowCount;
-  // The ring runs on segments of at most 1 MiB of a block (each row, cut):
-  // at step s a rank sends its partial sum of block rank - s - 1 and adds
-  // its own part to the partial of block rank - s - 2 it receives, so after
-  // size - 1 steps it holds its own block's sum. Two segment-sized buffers,
-  // not a copy of the input; the same sums in the same order as the
-  // all-reduce's ring.
+// The reduce-scatter's ring, typed (C++ inside the API's extern "C").
+extern "C++" {
+namespace {
+/// own + incoming, as the all-reduce's ring adds (bf16: in f32, rounded).
+inline float combine(float mine, float incoming, int32_t op) {
+  return op == 1 ? std::max(mine, incoming) : mine + incoming;
+}
+inline uint16_t combine(uint16_t mine, uint16_t incoming, int32_t op) {
+  return floatToBf16(combine(bf16ToFloat(mine), bf16ToFloat(incoming), op));
+}
+
+/// The ring of run_reduce_scatter on elements of T (float, or bf16's bits).
+template <typename T>
+void ringReduceScatterBlocks(loomrt_ctx *ctx, Group &g, uint32_t group,
+                                    const T *source, T *result,
+                                    int64_t rowCount, int64_t piece,
+                                    int32_t op) {
+  // The ring runs on segments of at most 256 Ki elements of a block (each
+  // row, cut): at step s a rank sends its partial sum of block rank - s - 1
+  // and adds its own part to the partial of block rank - s - 2 it
+  // receives, so after size - 1 steps it holds its own block's sum. Two
+  // segment-sized buffers, not a copy of the input; the same sums in the
+  // same order as the all-reduce's ring.
   const int64_t segment = int64_t(1) << 18;
-  std::vector<float> sending(size_t(std::min(piece, segment))),
+  constexpr int64_t size = sizeof(T);
+  std::vector<T> sending(size_t(std::min(piece, segment))),
       incoming(size_t(std::min(piece, segment)));
   for (int64_t r = 0; r < rowCount; ++r)
     for (int64_t begin = 0; begin < piece; begin += segment) {
@@ -567,23 +569,44 @@ static void run_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
       auto own = [&](int b) {
         return source + (r * g.size + b) * piece + begin;
       };
-      const float *first = own((g.rank - 1 + g.size) % g.size);
+      const T *first = own((g.rank - 1 + g.size) % g.size);
       std::copy(first, first + length, sending.begin());
       for (int s = 0; s < g.size - 1; ++s) {
-        ringStep(ctx, g, "reduce_scatter", sending.data(), length * 4,
-                 incoming.data(), length * 4);
-        count(ctx, 2, group, length * 4);
-        const float *mine = own((g.rank - s - 2 + 2 * g.size) % g.size);
-        // own + incoming, as the all-reduce's ring adds.
+        ringStep(ctx, g, "reduce_scatter", sending.data(), length * size,
+                 incoming.data(), length * size);
+        count(ctx, 2, group, length * size);
+        const T *mine = own((g.rank - s - 2 + 2 * g.size) % g.size);
         for (int64_t i = 0; i < length; ++i)
-          incoming[size_t(i)] =
-              op == 1 ? std::max(mine[i], incoming[size_t(i)])
-                      : mine[i] + incoming[size_t(i)];
+          incoming[size_t(i)] = combine(mine[i], incoming[size_t(i)], op);
         std::swap(sending, incoming);
       }
       std::copy(sending.begin(), sending.begin() + length,
                 result + r * piece + begin);
     }
+}
+} // namespace
+} // extern "C++"
+
+static void run_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
+                           loomrt_buf *in, int64_t rows, int64_t countPerRank,
+                           int32_t dtype, int32_t op) {
+  TraceSpan span(ctx, std::string("reduce_scatter") + " group " + std::to_string(group),
+                 "communication", onCommThread() ? 1 : 0, countPerRank * elementBytes(dtype));
+  if (dtype != LOOMRT_F32 && dtype != LOOMRT_BF16)
+    fail("reduce_scatter: only f32 and bf16 reductions are supported");
+  Group &g = groupOf(ctx, group);
+  g.next();
+  int64_t rowCount = std::max<int64_t>(rows, 1);
+  int64_t piece = countPerRank / rowCount;
+  if (dtype == LOOMRT_BF16)
+    ringReduceScatterBlocks(ctx, g, group,
+                            reinterpret_cast<const uint16_t *>(in),
+                            reinterpret_cast<uint16_t *>(out), rowCount, piece,
+                            op);
+  else
+    ringReduceScatterBlocks(ctx, g, group, reinterpret_cast<const float *>(in),
+                            reinterpret_cast<float *>(out), rowCount, piece,
+                            op);
 }
 
 /// With `rows` > 1, `out` is `rows` rows of the group's blocks side by side

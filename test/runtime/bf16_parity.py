@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bf16 data, tensor and pipeline parallelism against bf16 on one rank (the
-same global batch, dropout and clipping on): dp=2, tp=2, dp=2 x tp=2, dp=4
-with ZeRO-1, every step's loss within 1e-3 relative (bf16 rounds per
+same global batch, dropout and clipping on): dp=2, tp=2, dp=2 x tp=2, tp=2
+with sequence parallelism (its reduce-scatters in bf16), dp=4 with ZeRO-1,
+every step's loss within 1e-3 relative (bf16 rounds per
 rank's share of the work where the one rank rounds the whole: not the
 fp32 tolerance); pp=2 under 1F1B and ZB-H1 within 1e-6 of one rank with
 their 2 micro-batches (a stage runs the one rank's kernels on the same
@@ -68,6 +69,8 @@ def main():
     for label, flags, ranks in (("dp=2", ["--mesh", "dp=2"], 2),
                                 ("tp=2", ["--mesh", "tp=2"], 2),
                                 ("dp=2 x tp=2", ["--mesh", "dp=2,tp=2"], 4),
+                                ("tp=2 sequence-parallel", ["--mesh", "tp=2",
+                                                            "--sequence-parallel"], 2),
                                 ("dp=4 ZeRO-1", ["--mesh", "dp=4", "--zero=1"], 4),
                                 ("pp=2 M=2 1F1B", ["--mesh", "pp=2", "--micro-batches=2"], 2),
                                 ("pp=2 M=2 ZB-H1", ["--mesh", "pp=2", "--micro-batches=2",
@@ -79,6 +82,11 @@ def main():
         bound = 1e-6 if label.startswith("pp") else 1e-3
         check(f"{label}: losses against bf16 on one rank", len(losses) == STEPS and worst <= bound,
               f"{STEPS} steps, worst relative difference {worst:.2e}")
+        if label == "tp=2 sequence-parallel":
+            scatters = re.findall(r"dist\.reduce_scatter.* : (tensor<[^>]*>)", program)
+            check("tp=2 sequence-parallel: the activations are reduce-scattered in bf16",
+                  scatters and all(t.endswith("xbf16>") for t in scatters),
+                  f"{len(scatters)} reduce-scatters: {sorted(set(scatters))}")
         if label == "dp=2":
             buckets = re.findall(r"dist\.all_reduce_start (.*) over \[\"dp\"\] : (.*)$", program, re.M)
             grads = [t for _, types in buckets for t in types.split(", ") if t != "tensor<f32>"]

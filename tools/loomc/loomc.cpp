@@ -954,10 +954,6 @@ int Compilation::buildOptions() {
   bool bf16 = config.precision == loom::analysis::Precision::Bf16;
   options.precision = bf16 && !reportOnly() ? "bf16" : "fp32";
   if (bf16 && !reportOnly() && config.mesh) {
-    if (sequenceParallel)
-      return fail("--precision=bf16: code for --sequence-parallel is not "
-                  "generated yet (its reduce-scatters are f32 only); "
-                  "--report plans it");
     if (zeroStage >= 2)
       return fail(llvm::formatv("--precision=bf16: code for --zero={0} is "
                                 "not generated yet (ZeRO-1 is); --report "
