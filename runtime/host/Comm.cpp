@@ -332,22 +332,19 @@ std::pair<int64_t, int64_t> chunk(int64_t n, int64_t parts, int64_t i) {
   return {begin, begin + base + (i < extra)};
 }
 
-void reduceInto(float *acc, const float *in, int64_t n, int32_t op) {
-  if (op == 1)
-    for (int64_t i = 0; i < n; ++i)
-      acc[i] = std::max(acc[i], in[i]);
-  else
-    for (int64_t i = 0; i < n; ++i)
-      acc[i] += in[i];
+/// own + incoming, as the all-reduce's ring adds (bf16: in f32, rounded).
+inline float combine(float mine, float incoming, int32_t op) {
+  return op == 1 ? std::max(mine, incoming) : mine + incoming;
+}
+inline uint16_t combine(uint16_t mine, uint16_t incoming, int32_t op) {
+  return floatToBf16(combine(bf16ToFloat(mine), bf16ToFloat(incoming), op));
 }
 
-/// bf16 (its bits): each step's partial sum computed in f32 and rounded,
-/// as NCCL's bf16 reductions round at every step.
-void reduceInto(uint16_t *acc, const uint16_t *in, int64_t n, int32_t op) {
-  for (int64_t i = 0; i < n; ++i) {
-    float a = bf16ToFloat(acc[i]), b = bf16ToFloat(in[i]);
-    acc[i] = floatToBf16(op == 1 ? std::max(a, b) : a + b);
-  }
+/// acc[i] = acc[i] + in[i] (or the maximum), element by element.
+template <typename T>
+void reduceInto(T *acc, const T *in, int64_t n, int32_t op) {
+  for (int64_t i = 0; i < n; ++i)
+    acc[i] = combine(acc[i], in[i], op);
 }
 
 /// The reduce-scatter half of a ring all-reduce over `data` (`n` elements
@@ -382,6 +379,44 @@ void ringAllGatherChunks(loomrt_ctx *ctx, Group &g, T *data, int64_t n,
   }
 }
 
+
+/// The ring of run_reduce_scatter on elements of T (float, or bf16's bits).
+template <typename T>
+void ringReduceScatterBlocks(loomrt_ctx *ctx, Group &g, uint32_t group,
+                                    const T *source, T *result,
+                                    int64_t rowCount, int64_t piece,
+                                    int32_t op) {
+  // The ring runs on segments of at most 256 Ki elements of a block (each
+  // row, cut): at step s a rank sends its partial sum of block rank - s - 1
+  // and adds its own part to the partial of block rank - s - 2 it
+  // receives, so after size - 1 steps it holds its own block's sum. Two
+  // segment-sized buffers, not a copy of the input; the same sums in the
+  // same order as the all-reduce's ring.
+  const int64_t segment = int64_t(1) << 18;
+  constexpr int64_t size = sizeof(T);
+  std::vector<T> sending(size_t(std::min(piece, segment))),
+      incoming(size_t(std::min(piece, segment)));
+  for (int64_t r = 0; r < rowCount; ++r)
+    for (int64_t begin = 0; begin < piece; begin += segment) {
+      int64_t length = std::min(segment, piece - begin);
+      auto own = [&](int b) {
+        return source + (r * g.size + b) * piece + begin;
+      };
+      const T *first = own((g.rank - 1 + g.size) % g.size);
+      std::copy(first, first + length, sending.begin());
+      for (int s = 0; s < g.size - 1; ++s) {
+        ringStep(ctx, g, "reduce_scatter", sending.data(), length * size,
+                 incoming.data(), length * size);
+        count(ctx, 2, group, length * size);
+        const T *mine = own((g.rank - s - 2 + 2 * g.size) % g.size);
+        for (int64_t i = 0; i < length; ++i)
+          incoming[size_t(i)] = combine(mine[i], incoming[size_t(i)], op);
+        std::swap(sending, incoming);
+      }
+      std::copy(sending.begin(), sending.begin() + length,
+                result + r * piece + begin);
+    }
+}
 
 } // namespace
 
@@ -536,57 +571,6 @@ static void run_all_reduce(loomrt_ctx *ctx, uint32_t group, loomrt_buf *data,
 
 /// `in` is `rows` rows of the group's blocks side by side (a reduce-scatter
 /// along an inner dimension); with one row, the blocks one after another.
-// The reduce-scatter's ring, typed (C++ inside the API's extern "C").
-extern "C++" {
-namespace {
-/// own + incoming, as the all-reduce's ring adds (bf16: in f32, rounded).
-inline float combine(float mine, float incoming, int32_t op) {
-  return op == 1 ? std::max(mine, incoming) : mine + incoming;
-}
-inline uint16_t combine(uint16_t mine, uint16_t incoming, int32_t op) {
-  return floatToBf16(combine(bf16ToFloat(mine), bf16ToFloat(incoming), op));
-}
-
-/// The ring of run_reduce_scatter on elements of T (float, or bf16's bits).
-template <typename T>
-void ringReduceScatterBlocks(loomrt_ctx *ctx, Group &g, uint32_t group,
-                                    const T *source, T *result,
-                                    int64_t rowCount, int64_t piece,
-                                    int32_t op) {
-  // The ring runs on segments of at most 256 Ki elements of a block (each
-  // row, cut): at step s a rank sends its partial sum of block rank - s - 1
-  // and adds its own part to the partial of block rank - s - 2 it
-  // receives, so after size - 1 steps it holds its own block's sum. Two
-  // segment-sized buffers, not a copy of the input; the same sums in the
-  // same order as the all-reduce's ring.
-  const int64_t segment = int64_t(1) << 18;
-  constexpr int64_t size = sizeof(T);
-  std::vector<T> sending(size_t(std::min(piece, segment))),
-      incoming(size_t(std::min(piece, segment)));
-  for (int64_t r = 0; r < rowCount; ++r)
-    for (int64_t begin = 0; begin < piece; begin += segment) {
-      int64_t length = std::min(segment, piece - begin);
-      auto own = [&](int b) {
-        return source + (r * g.size + b) * piece + begin;
-      };
-      const T *first = own((g.rank - 1 + g.size) % g.size);
-      std::copy(first, first + length, sending.begin());
-      for (int s = 0; s < g.size - 1; ++s) {
-        ringStep(ctx, g, "reduce_scatter", sending.data(), length * size,
-                 incoming.data(), length * size);
-        count(ctx, 2, group, length * size);
-        const T *mine = own((g.rank - s - 2 + 2 * g.size) % g.size);
-        for (int64_t i = 0; i < length; ++i)
-          incoming[size_t(i)] = combine(mine[i], incoming[size_t(i)], op);
-        std::swap(sending, incoming);
-      }
-      std::copy(sending.begin(), sending.begin() + length,
-                result + r * piece + begin);
-    }
-}
-} // namespace
-} // extern "C++"
-
 static void run_reduce_scatter(loomrt_ctx *ctx, uint32_t group, loomrt_buf *out,
                            loomrt_buf *in, int64_t rows, int64_t countPerRank,
                            int32_t dtype, int32_t op) {

@@ -89,6 +89,17 @@ class Program:
         return rows, read_safetensors(exported)
 
 
+def bf16_round(x):
+    """float32 -> the float32 value of its bf16 rounding, by explicit
+    arithmetic on the bits: add half of the dropped part's unit, less one
+    unless the kept part is odd (ties to even), and truncate. Finite inputs."""
+    x = np.asarray(x, np.float32)
+    b = np.atleast_1d(x).view(np.uint32).astype(np.uint64)
+    sixteen = np.uint64(16)
+    b = (b + np.uint64(0x7FFF) + ((b >> sixteen) & np.uint64(1))) >> sixteen << sixteen
+    return b.astype(np.uint32).view(np.float32).reshape(x.shape)
+
+
 def mlir_type(shape, element="f32"):
     return "tensor<" + "".join(f"{d}x" for d in shape) + element + ">"
 

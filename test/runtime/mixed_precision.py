@@ -26,7 +26,7 @@ import tempfile
 
 import numpy as np
 
-from loomtest import Checks, Program, read_safetensors
+from loomtest import Checks, Program, bf16_round, read_safetensors
 
 MASTER = """train.model @master attributes {optimizer = #train.sgd<>,
     schedule = #train.schedule<lr = 1.0>} {
@@ -36,12 +36,6 @@ MASTER = """train.model @master attributes {optimizer = #train.sgd<>,
   train.output loss(%l : tensor<f32>)
 }
 """
-
-
-def bf16(x):
-    b = np.atleast_1d(np.asarray(x, np.float32)).view(np.uint32).astype(np.uint64)
-    b = (b + np.uint64(0x7FFF) + ((b >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16) << np.uint64(16)
-    return b.astype(np.uint32).view(np.float32)
 
 
 def dtypes(path):
@@ -65,9 +59,9 @@ def main():
     check = Checks()
 
     # Master weights.
-    g = float(bf16(1e-3)[0])
+    g = float(bf16_round(1e-3))
     check("the update is below half of bf16's spacing at 1.0",
-          bf16(np.float32(1) - np.float32(g))[0] == 1.0, f"g = {g}")
+          bf16_round(np.float32(1) - np.float32(g)) == 1.0, f"g = {g}")
     program = Program(args.loomc, MASTER, "master", ["--precision=bf16"])
     rows, exported = program.run(steps=20)
     w = exported["w"].astype(np.float64)

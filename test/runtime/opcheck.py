@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from loomtest import Program, mlir_type
+from loomtest import Program, bf16_round, mlir_type
 
 rng = np.random.default_rng(1234)
 
@@ -399,17 +399,6 @@ def check_dropout(loomc):
         if not np.array_equal(kept, host_kept):
             problems.append("the mask differs from the host backend's")
     return problems
-
-
-def bf16_round(x):
-    """float32 -> the float32 value of its bf16 rounding, by explicit
-    arithmetic on the bits: add half of the dropped part's unit, less one
-    unless the kept part is odd (ties to even), and truncate. Finite inputs."""
-    x = np.asarray(x, np.float32)
-    b = np.atleast_1d(x).view(np.uint32).astype(np.uint64)
-    sixteen = np.uint64(16)
-    b = (b + np.uint64(0x7FFF) + ((b >> sixteen) & np.uint64(1))) >> sixteen << sixteen
-    return b.astype(np.uint32).view(np.float32).reshape(x.shape)
 
 
 def check_convert(loomc):
