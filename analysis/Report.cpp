@@ -8,6 +8,7 @@
 #include "analysis/Layout.h"
 #include "analysis/MemoryPlan.h"
 
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -148,6 +149,41 @@ double loom::analysis::collectiveSeconds(Collective kind, double bytes,
   return steps * latency + share * bytes / bandwidth;
 }
 
+/// The bytes of `param`'s bf16 copy as the step keeps it between its
+/// uses, where it is a mixed-precision master (read by a narrowing
+/// `train.convert`): the copy, or the copy gathered whole where the master
+/// is a ZeRO block below stage 3 (stage 3 gathers it for each use, and
+/// keeps the block); none for any other parameter.
+static std::optional<int64_t> bf16CopyBytes(ParamOp param) {
+  auto model = param->getParentOfType<ModelOp>();
+  auto zero = loom::dist::attrs(model).getZeroAttrHelper().getAttr(model);
+  bool gathersForEachUse = zero && zero.getInt() >= 3;
+  std::optional<int64_t> bytes;
+  for (Operation *user : param->getUsers()) {
+    auto narrow = dyn_cast<ConvertOp>(user);
+    if (!narrow || !getElementTypeOrSelf(narrow.getType()).isBF16())
+      continue;
+    Value copy = narrow.getResult();
+    if (copy.hasOneUse() && !gathersForEachUse)
+      if (auto gather = dyn_cast<loom::dist::AllGatherOp>(*copy.user_begin()))
+        copy = gather.getResult();
+    bytes = bytes.value_or(0) + tensorBytes(copy.getType());
+  }
+  return bytes;
+}
+
+/// The bytes of the gradients the model's optimizer updates read.
+static int64_t updatedGradientBytes(ModelOp model) {
+  int64_t bytes = 0;
+  model.walk([&](Operation *op) {
+    if (auto u = dyn_cast<SGDUpdateOp>(op))
+      bytes += tensorBytes(u.getGrad().getType());
+    else if (auto u = dyn_cast<AdamWUpdateOp>(op))
+      bytes += tensorBytes(u.getGrad().getType());
+  });
+  return bytes;
+}
+
 FailureOr<Report> loom::analysis::reportModel(ModelOp model,
                                              const Config &config,
                                              const std::optional<Cluster> &cluster) {
@@ -163,16 +199,22 @@ FailureOr<Report> loom::analysis::reportModel(ModelOp model,
   bool bf16 = config.precision == Precision::Bf16;
   Block &body = model.getBody().front();
   int64_t batchTokens = 0;
+  // Mixed precision's bf16 copies live in the arena (made at the step's
+  // start, read until the backward's last use); they are the parameters'
+  // row, and their f32 masters a row of their own.
+  int64_t copyBytes = 0;
   for (Operation &op : body) {
     if (auto p = dyn_cast<ParamOp>(op)) {
-      int64_t n = p.getType().getNumElements();
-      r.parameterCount += n;
-      r.parameterBytes += bf16 ? 2 * n : tensorBytes(p.getType());
-      r.masterBytes += bf16 ? 4 * n : 0;
+      r.parameterCount += p.getType().getNumElements();
+      if (std::optional<int64_t> copy = bf16CopyBytes(p)) {
+        r.masterBytes += tensorBytes(p.getType());
+        r.parameterBytes += *copy;
+        copyBytes += *copy;
+      } else {
+        r.parameterBytes += tensorBytes(p.getType());
+      }
     } else if (auto s = dyn_cast<StateOp>(op)) {
-      auto type = cast<RankedTensorType>(s.getType());
-      r.optimizerStateBytes +=
-          bf16 ? 4 * type.getNumElements() : tensorBytes(type);
+      r.optimizerStateBytes += tensorBytes(s.getType());
     } else if (auto in = dyn_cast<InputOp>(op)) {
       r.inputBytes += tensorBytes(in.getType());
       auto type = cast<RankedTensorType>(in.getType());
@@ -190,9 +232,11 @@ FailureOr<Report> loom::analysis::reportModel(ModelOp model,
   r.tokensPerStep = batchTokens;
   // Each rank holds its share of the batch.
   r.inputBytes /= dp;
-  // One gradient per parameter, of the parameters' precision: what the
-  // optimizer consumes.
-  r.gradientBytes = r.parameterBytes;
+  // The gradients the optimizer consumes (f32 for a bf16 master, or in
+  // --grad-precision), one per parameter where the step has no optimizer.
+  r.gradientBytes = updatedGradientBytes(model);
+  if (!r.gradientBytes)
+    r.gradientBytes = r.parameterBytes;
   // The arena holds the gradients beside the activations; they are counted
   // as gradients (whole, as if all were live at the peak), the rest as
   // activations and temporaries of this rank's share of the batch.
@@ -209,12 +253,8 @@ FailureOr<Report> loom::analysis::reportModel(ModelOp model,
       return failure();
     arena = peaks->front();
   }
-  int64_t fp32Gradients = 0;
-  for (Operation &op : body)
-    if (auto p = dyn_cast<ParamOp>(op))
-      fp32Gradients += tensorBytes(p.getType());
   r.arenaPeakBytes =
-      std::max<int64_t>(arena - fp32Gradients, 0) / dp / (bf16 ? 2 : 1);
+      std::max<int64_t>(arena - r.gradientBytes - copyBytes, 0) / dp;
 
   double seconds = 0;
   double peak = cluster ? (bf16 ? cluster->peakFlopsBf16
@@ -230,12 +270,11 @@ FailureOr<Report> loom::analysis::reportModel(ModelOp model,
     r.matmulFlopsPerStep += cost.getMatmulFlops();
     r.attentionFlopsPerStep += cost.getAttentionFlops();
     r.bytesAccessedPerStep += bytes;
-    // Roofline per op, on this rank's share of the batch (bf16 halves
-    // the traffic).
+    // Roofline per op, on this rank's share of the batch (its bytes in
+    // its tensors' types).
     if (cluster)
       seconds += Roofline{peak, cluster->memoryBandwidth}.seconds(
-          double(flops) / double(dp),
-          double(bytes) / double(dp) / (bf16 ? 2.0 : 1.0));
+          double(flops) / double(dp), double(bytes) / double(dp));
   }
   addRecomputation(body, 1, false, r);
   if (dp > 1) {
@@ -290,14 +329,29 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
   StringAttr ppName = pipelineAxis >= 0 ? mesh.getAxis(AxisRole::Pipeline)
                                         : StringAttr();
   pipelineRanks.assign(size_t(pp), StageStates());
+  llvm::StringMap<ParamOp> params;
+  for (ParamOp p : body.getOps<ParamOp>())
+    params[p.getName()] = p;
+  // Each rank's bf16 copies, in its arena.
+  SmallVector<int64_t> copies(size_t(pp), 0);
   for (const TensorEntry &t : layout->tensors)
     for (int64_t c = 0; c < pp; ++c) {
       if (t.heldAxis >= 0 && !((t.heldMask >> c) & 1))
         continue;
       StageStates &s = pipelineRanks[size_t(c)];
       if (t.role == 0) {
-        s.parameterBytes += tensorBytes(t.type);
-        s.parameterElements += t.type.getNumElements();
+        ParamOp p = params.lookup(t.name);
+        if (std::optional<int64_t> copy = p ? bf16CopyBytes(p) : std::nullopt) {
+          // Its own parameters are its copy's elements (a ZeRO block's
+          // master, below stage 3, is gathered whole in bf16).
+          s.masterBytes += tensorBytes(t.type);
+          s.parameterBytes += *copy;
+          s.parameterElements += *copy / 2;
+          copies[size_t(c)] += *copy;
+        } else {
+          s.parameterBytes += tensorBytes(t.type);
+          s.parameterElements += t.type.getNumElements();
+        }
       } else if (t.role == 1) {
         s.optimizerStateBytes += tensorBytes(t.type);
       }
@@ -377,11 +431,13 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
   for (int64_t c = 0; c < pp; ++c) {
     int64_t arena = (*arenas)[size_t(c)];
     StageStates &s = pipelineRanks[size_t(c)];
-    s.activationBytes = std::max<int64_t>(arena - s.gradientBytes, 0);
+    s.activationBytes =
+        std::max<int64_t>(arena - s.gradientBytes - copies[size_t(c)], 0);
   }
   arenaPeakBytes = pipelineRanks[0].activationBytes;
   activationsFromRankProgram = true;
   parameterBytes = pipelineRanks[0].parameterBytes;
+  masterBytes = pipelineRanks[0].masterBytes;
   optimizerStateBytes = pipelineRanks[0].optimizerStateBytes;
   gradientBytes = pipelineRanks[0].gradientBytes;
   if (pp == 1)
@@ -598,9 +654,9 @@ llvm::json::Value Report::toJSON() const {
           {"parameter_elements", s.parameterElements},
           {"gradients", s.gradientBytes},
           {"optimizer_state", s.optimizerStateBytes},
+          {"master_parameters", s.masterBytes},
           {"activations_peak", s.activationBytes},
-          {"model_states",
-           s.parameterBytes + s.gradientBytes + s.optimizerStateBytes}});
+          {"model_states", s.modelStateBytes()}});
     memory["per_pipeline_rank"] = std::move(perRank);
   }
   llvm::json::Array padded;
@@ -727,9 +783,8 @@ void Report::print(llvm::raw_ostream &os) const {
         "temporaries";
   if (activationsFromRankProgram)
     os << "; the rank program's plan";
-  else if (dp > 1 || bf16)
-    os << "; the one-rank fp32 plan" << (dp > 1 ? " over dp" : "")
-       << (bf16 ? ", halved for bf16" : "");
+  else if (dp > 1)
+    os << "; the one-rank plan over dp";
   os << ")\n";
   if (!remat.empty())
     os << "    recomputation: " << remat << "\n";
@@ -757,8 +812,7 @@ void Report::print(llvm::raw_ostream &os) const {
           "and optimizer state, and plans its own arena; the rows above are "
           "rank 0's):\n";
     for (auto [r, s] : llvm::enumerate(pipelineRanks)) {
-      int64_t states =
-          s.parameterBytes + s.gradientBytes + s.optimizerStateBytes;
+      int64_t states = s.modelStateBytes();
       os << "    rank " << r << ": " << s.parameterElements
          << " parameters, " << gigabytes(states)
          << llvm::format(" (%.4g bytes per own parameter)",

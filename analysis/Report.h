@@ -109,13 +109,21 @@ struct Report {
   int64_t recomputeFlopsPerStep = 0, recomputeMatmulFlopsPerStep = 0,
           recomputeAttentionFlopsPerStep = 0;
   int64_t tokensPerStep = 0;
-  /// The fp32 master copy of the parameters (bf16 mixed precision).
+  /// The f32 masters of mixed precision's parameters (the parameters row
+  /// is their bf16 copies, which the step's arena holds).
   int64_t masterBytes = 0;
   /// Under a pipeline: each pipeline rank's own parameters, gradients
   /// and optimizer state (a stage's ranks hold its parameters only); the
   /// rows above are pipeline rank 0's.
   struct StageStates {
     int64_t parameterBytes = 0, gradientBytes = 0, optimizerStateBytes = 0;
+    /// Its bf16 masters (mixed precision; the parameters row is their bf16
+    /// copies).
+    int64_t masterBytes = 0;
+    int64_t modelStateBytes() const {
+      return parameterBytes + gradientBytes + optimizerStateBytes +
+             masterBytes;
+    }
     int64_t parameterElements = 0;
     /// Its own arena plan less its gradients.
     int64_t activationBytes = 0;
@@ -148,17 +156,15 @@ struct Report {
   int64_t worstRankBytes() const {
     int64_t worst = pipelineRanks.empty() ? totalBytes() : 0;
     for (const StageStates &r : pipelineRanks)
-      worst = std::max(worst, r.parameterBytes + r.gradientBytes +
-                                  r.optimizerStateBytes + r.activationBytes +
-                                  inputBytes);
+      worst = std::max(worst,
+                       r.modelStateBytes() + r.activationBytes + inputBytes);
     return worst;
   }
   /// The most bytes of model states and inputs any rank holds.
   int64_t worstRankStateBytes() const {
     int64_t worst = pipelineRanks.empty() ? modelStateBytes() + inputBytes : 0;
     for (const StageStates &r : pipelineRanks)
-      worst = std::max(worst, r.parameterBytes + r.gradientBytes +
-                                  r.optimizerStateBytes + inputBytes);
+      worst = std::max(worst, r.modelStateBytes() + inputBytes);
     return worst;
   }
   /// The most activation bytes any rank holds: arenaPeakBytes, or under a

@@ -71,6 +71,7 @@ struct TrainAutodiffPass
     }
     OutputOp::create(b, output.getLoc(), loss, grads, ValueRange());
     output.erase();
+    widenGradients(body);
     pruneResiduals(model);
     numBackwardOps += body.getOperations().size() - before;
     return success();

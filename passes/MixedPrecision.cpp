@@ -80,13 +80,14 @@ struct TrainMixedPrecisionPass
         continue;
       if (isa<ParamOp>(op))
         value.setType(withElement(value.getType(), f32));
-      // One copy per use: the gradients of a weight read twice (a tied
-      // embedding) come back through their own converts and are summed in
-      // f32, as into Megatron-LM's main_grad, not in bf16 first.
-      for (OpOperand &use : llvm::make_early_inc_range(value.getUses())) {
-        use.set(convert(b, op.getLoc(), value, bf16));
-        ++numNarrowed;
-      }
+      // One bf16 copy of each (a tied embedding's two reads share it; ZeRO
+      // gathers it once): autodiff's widenGradients adds the gradients of
+      // its reads in f32, as into Megatron-LM's main_grad.
+      if (value.use_empty())
+        continue;
+      Value copy = convert(b, op.getLoc(), value, bf16);
+      value.replaceAllUsesExcept(copy, copy.getDefiningOp());
+      ++numNarrowed;
     }
     // The declarations and their converts (inserted before the insertion
     // point) stay as they are; every op from there takes its operands'

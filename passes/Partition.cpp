@@ -405,7 +405,11 @@ struct Partitioner {
     // before it: a parameter split over dp (ZeRO-3) is gathered for each
     // use and its whole copy dies there, and the block an update takes
     // of a whole one is made where the update runs.
-    if (v.getDefiningOp<ParamOp>()) {
+    // So is a master's bf16 copy (mixed precision), narrowed from its
+    // block: ZeRO-3 gathers the copy, in bf16, for each use.
+    auto copy = v.getDefiningOp<ConvertOp>();
+    if (v.getDefiningOp<ParamOp>() ||
+        (copy && copy.getInput().getDefiningOp<ParamOp>())) {
       SmallVector<Axes> have = held.lookup(v);
       have.resize(want.size());
       if (ArrayRef<Axes>(have) != want) {

@@ -216,10 +216,11 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::mlir::ModuleOp"> {
     Rewrites a forward model (before `train-autodiff`) to compute in bf16:
     every `train.param` is an f32 master weight (a parameter declared bf16
     becomes f32: an f32 model with this pass and a bf16 model give the same
-    program), narrowed at the top of the model (`train.convert ... to
-    bf16`) once for each use, so that a weight read twice (a tied
-    embedding) gets each gradient back in f32 and sums them in f32; float
-    inputs are narrowed too. Every op then takes
+    program), narrowed once at the top of the model (`train.convert ... to
+    bf16`): one bf16 copy that all its reads share (a tied embedding's
+    lookup and head; `train-autodiff` sums their gradients in f32); float
+    inputs are narrowed too. Run after `train-grad-accumulation`, the copy
+    is made once per step, outside the micro-batch loop. Every op then takes
     the element type its operands give it (its type inference; an op
     without one, such as `train.reshape`, takes its operands' type), so
     activations are bf16, and:
@@ -231,9 +232,10 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::mlir::ModuleOp"> {
     The kernels compute in f32 and round each result once (matmuls
     accumulate in f32; norm statistics, softmax and the loss are f32 inside
     their kernels). The backward then follows from autodiff: the
-    gradient of each master weight goes back through its convert, so it is
-    f32 (what accumulation, the data-parallel reduction and the optimizer
-    see), and the optimizer's state is f32.
+    gradient of each master weight goes back through its convert, widened
+    where it is made (autodiff's `widenGradients`), so it is f32 (what
+    accumulation, the data-parallel reduction and the optimizer see), and
+    the optimizer's state is f32.
 
     ```mlir
     %w = train.param "w" init(#train.init<normal, 0.02>) : tensor<16x4xf32>
@@ -242,7 +244,7 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::mlir::ModuleOp"> {
     ```
   }];
   let statistics = [
-    Statistic<"numNarrowed", "narrowed", "Uses of parameters and inputs narrowed to bf16">,
+    Statistic<"numNarrowed", "narrowed", "Parameters and inputs narrowed to bf16">,
     Statistic<"numWidened", "widened", "Ops kept in f32 between converts">,
   ];
 }

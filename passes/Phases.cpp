@@ -34,11 +34,11 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     // fused QKV in parts, a stacked weight in its stages' parts), before
     // what reads the forward's types: remat and autodiff see the bf16
     // program.
-    if (options.precision == "bf16")
-      add(createTrainMixedPrecision());
     if (options.microBatches != 1)
       add(createTrainGradAccumulation(
           TrainGradAccumulationOptions{options.microBatches}));
+    if (options.precision == "bf16")
+      add(createTrainMixedPrecision());
     add(createDistRemat(DistRematOptions{options.remat}));
     add(createTrainAutodiff());
     if (options.microBatches != 1)

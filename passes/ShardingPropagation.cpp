@@ -4,6 +4,8 @@
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 namespace loom {
 #define GEN_PASS_DEF_DISTSHARDINGPROPAGATION
 #include "passes/Passes.h.inc"
@@ -654,6 +656,12 @@ struct Propagation {
     if (depth > 8)
       return false;
     for (OpOperand &use : v.getUses()) {
+      // A master weight reaches its loops through its bf16 copies.
+      if (auto convert = dyn_cast<ConvertOp>(use.getOwner())) {
+        if (reachesAsStacked(convert.getResult(), depth + 1))
+          return true;
+        continue;
+      }
       auto repeat = dyn_cast<RepeatOp>(use.getOwner());
       if (!repeat)
         continue;
@@ -729,10 +737,24 @@ struct Propagation {
         return;
       }
       Axes dp{data};
-      if (zeroStage >= 3)
+      // A bf16 master (read by its narrowing converts) is optimizer state
+      // in all but name: from stage 1 it is stored as its block, and below
+      // stage 3 its bf16 copies are whole, each gathered once, in bf16,
+      // from the narrowed block (dist-partition narrows before it
+      // gathers), as DeepSpeed's bf16 optimizer gathers its bf16
+      // parameters.
+      SmallVector<Value> copies;
+      for (Operation *user : p.getUsers())
+        if (auto narrow = dyn_cast<ConvertOp>(user))
+          if (getElementTypeOrSelf(narrow.getType()).isBF16())
+            copies.push_back(narrow.getResult());
+      if (zeroStage >= 3 || !copies.empty())
         offer(p, *z, dp, pad);
       else
         states[p].barred.push_back(data);
+      if (zeroStage < 3)
+        for (Value copy : copies)
+          states[copy].barred.push_back(data);
       for (Value r : op->getResults())
         pin(r, *z, dp, pad);
     });

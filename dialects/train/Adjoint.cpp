@@ -550,6 +550,91 @@ static void collectTerms(Value v, Block &body, SmallVectorImpl<Value> &terms,
   collectTerms(add.getRhs(), body, terms, adds);
 }
 
+void loom::train::widenGradients(Block &body) {
+  SmallVector<ConvertOp> worklist;
+  auto widens = [](ConvertOp c) {
+    return getElementTypeOrSelf(c.getType()).isF32() &&
+           getElementTypeOrSelf(c.getInput().getType()).isBF16();
+  };
+  // The body's own and its loops' (a micro-batch loop's backward).
+  for (Operation &op : body)
+    op.walk([&](ConvertOp c) {
+      if (widens(c))
+        worklist.push_back(c);
+    });
+  while (!worklist.empty()) {
+    ConvertOp widen = worklist.pop_back_val();
+    auto made = dyn_cast<OpResult>(widen.getInput());
+    if (!made || !made.hasOneUse())
+      continue;
+    Operation *maker = made.getOwner();
+    Type f32 = getElementTypeOrSelf(widen.getType());
+    if (auto add = dyn_cast<AddOp>(maker);
+        add && add.getLhs().getType() == add.getType() &&
+        add.getRhs().getType() == add.getType()) {
+      OpBuilder b(widen);
+      auto lhs = ConvertOp::create(b, widen.getLoc(), add.getLhs(),
+                                   TypeAttr::get(f32));
+      auto rhs = ConvertOp::create(b, widen.getLoc(), add.getRhs(),
+                                   TypeAttr::get(f32));
+      widen.replaceAllUsesWith(
+          AddOp::create(b, add.getLoc(), lhs, rhs).getResult());
+      widen.erase();
+      add.erase();
+      worklist.append({lhs, rhs});
+      continue;
+    }
+    auto loop = dyn_cast<RepeatOp>(maker);
+    if (!loop)
+      continue;
+    if (made.getResultNumber() < loop.getCarries().size()) {
+      // An accumulator from zeros (an invariant's gradient over the
+      // micro-batches): it accumulates in f32, each contribution widened.
+      unsigned i = made.getResultNumber();
+      BlockArgument acc = loop.getBodyBlock().getArgument(1 + i);
+      OpOperand &init = loop.getCarriesMutable()[i];
+      OpOperand &yielded = loop.getYield().getCarriesMutable()[i];
+      auto sum = yielded.get().getDefiningOp<AddOp>();
+      auto zeros = init.get().getDefiningOp<arith::ConstantOp>();
+      auto dense =
+          zeros ? dyn_cast<DenseElementsAttr>(zeros.getValue()) : nullptr;
+      if (!sum || !acc.hasOneUse() || !sum->hasOneUse() ||
+          (sum.getLhs() != acc && sum.getRhs() != acc) ||
+          sum.getLhs() == sum.getRhs() || !dense || !dense.isSplat() ||
+          !dense.getSplatValue<APFloat>().isZero())
+        continue;
+      Value part = sum.getLhs() == acc ? sum.getRhs() : sum.getLhs();
+      OpBuilder before(loop);
+      init.set(zerosLike(before, loop.getLoc(), widen.getType()));
+      if (zeros->use_empty())
+        zeros.erase();
+      acc.setType(widen.getType());
+      OpBuilder inBody(sum);
+      auto wide = ConvertOp::create(inBody, widen.getLoc(), part,
+                                    TypeAttr::get(f32));
+      yielded.set(AddOp::create(inBody, sum.getLoc(), acc, wide).getResult());
+      sum.erase();
+      made.setType(widen.getType());
+      widen.replaceAllUsesWith(made);
+      widen.erase();
+      worklist.push_back(wide);
+      continue;
+    }
+    size_t slice = made.getResultNumber() - loop.getCarries().size();
+    YieldOp yield = loop.getYield();
+    OpOperand &yielded = yield.getStackedMutable()[slice];
+    OpBuilder y(yield);
+    auto inner = ConvertOp::create(y, widen.getLoc(), yielded.get(),
+                                   TypeAttr::get(f32));
+    yielded.set(inner);
+    made.setType(widen.getType());
+    widen.replaceAllUsesWith(made);
+    widen.erase();
+    // Inside the loop the widened slice may be a sum too.
+    worklist.push_back(inner);
+  }
+}
+
 void loom::train::foldAccumulations(RepeatOp loop) {
   Block &body = loop.getBodyBlock();
   YieldOp yield = loop.getYield();

@@ -64,6 +64,15 @@ RepeatOp appendStackedOperands(RepeatOp repeat, mlir::ValueRange extra,
 /// `(carry + x) + y`, whose terms the code generator adds in place.
 void foldAccumulations(RepeatOp loop);
 
+/// Mixed precision's gradients widened where they are made: in `body`, a
+/// widening `train.convert` of a bf16 sum becomes the f32 sum of its
+/// widened terms (a tied weight's gradients add in f32, as into
+/// Megatron-LM's main_grad), and one of a loop's stacked result that
+/// nothing else reads moves into the loop, which yields each slice widened
+/// (a layer's weight gradients are f32 tensors from the loop on: their
+/// reductions, ZeRO's per-layer reduce-scatters included, move f32).
+void widenGradients(mlir::Block &body);
+
 /// a + b, where a null `a` stands for zero.
 mlir::Value accumulate(mlir::OpBuilder &b, mlir::Location loc, mlir::Value a,
                        mlir::Value v);

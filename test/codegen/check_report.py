@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Checks a loomc --report-json file against formulas computed here:
 model-state bytes (fp32: P = 4, G = 4 bytes per parameter, K = 8 for AdamW,
-4 for SGD with momentum, 0 for plain SGD; bf16 mixed precision, after the
-ZeRO paper: P = 2, G = 2, and K = 4 of fp32 master parameters plus the fp32
-optimizer state, so 16 per parameter with AdamW), the data-parallel
-gradient all-reduce (a ring: 2 (N - 1) / N of the gradient bytes sent per
+4 for SGD with momentum, 0 for plain SGD; bf16 mixed precision, as
+Megatron-LM keeps it: P = 2 of bf16 parameters, G = 4 of fp32 gradients
+(main_grad), and K = 4 of fp32 master parameters plus the fp32 optimizer
+state, so 18 per parameter with AdamW), the data-parallel gradient
+all-reduce (of the fp32 gradients) (a ring: 2 (N - 1) / N of the gradient bytes sent per
 rank, and with a cluster 2 (N - 1) latencies plus those bytes over the
 inter-node bandwidth when dp exceeds a node; with --scalar-reductions K,
 also K f32 scalars, as an fp32 rank program all-reduces for its loss and
@@ -35,9 +36,10 @@ m = r["memory_per_rank_bytes"]
 n = a.params
 fails = []
 width = 2 if a.precision == "bf16" else 4
+grad_width = 4
 master = 4 * n if a.precision == "bf16" else 0
-states = (2 * width + a.state_bytes_per_param) * n + master
-for key, want in [("parameters", width * n), ("gradients", width * n),
+states = (width + grad_width + a.state_bytes_per_param) * n + master
+for key, want in [("parameters", width * n), ("gradients", grad_width * n),
                   ("optimizer_state", a.state_bytes_per_param * n),
                   ("master_parameters", master), ("model_states", states),
                   ("total", states + m["activations_peak"] + m["inputs"])]:
@@ -58,7 +60,7 @@ def ring_bytes(elements, ranks):
 
 
 K = a.scalar_reductions
-gradient_bytes = 2 * (N - 1) / N * width * n
+gradient_bytes = 2 * (N - 1) / N * grad_width * n
 comm = r["communication_bytes_per_step"]
 print(f"communication: {comm} formula {gradient_bytes} + at most {K} scalars")
 if N > 1:

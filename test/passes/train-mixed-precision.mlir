@@ -15,14 +15,21 @@
 // STEP-NEXT: train.state "wte.v" of "wte" : tensor<32x16xf32>
 // STEP-NOT: train.param {{.*}}bf16
 // STEP-NOT: train.state {{.*}}bf16
-// The tied embedding is narrowed once per use (embedding, head), so its two
-// gradients come back in f32 and are summed in f32.
-// STEP-COUNT-2: train.convert %[[WTE]] to bf16 : tensor<32x16xf32>
-// STEP: train.embedding %{{.*}}, %{{.*}} : tensor<32x16xbf16>, tensor<4x8xi32>
+// The tied embedding has one bf16 copy, read by the embedding and the head.
+// STEP: %[[WTE16:.*]] = train.convert %[[WTE]] to bf16 : tensor<32x16xf32>
+// STEP-NOT: train.convert %[[WTE]] to bf16
+// STEP: train.embedding %[[WTE16]], %{{.*}} : tensor<32x16xbf16>, tensor<4x8xi32>
 // STEP: train.attention {{.*}} : tensor<4x2x8x8xbf16>
+// STEP: train.matmul %{{.*}}, %[[WTE16]] transpose_rhs
 // STEP: train.cross_entropy %{{.*}}, %{{.*}} : tensor<4x8x32xbf16>, tensor<4x8xi32>
-// The master's gradient is f32, and so is its AdamW step.
-// STEP: %[[G:.*]] = train.convert %{{.*}} to f32 : tensor<32x16xbf16>
+// Its two gradients are widened each and summed in f32 (autodiff's
+// widenGradients), as into Megatron-LM's main_grad; the layers' weight
+// gradients leave their loop in f32. The master's AdamW step is f32.
+// STEP: train.repeat {{.*}} reverse {{.*}} stacked(tensor<8x16xf32>
+// STEP: train.embedding_grad
+// STEP: %[[HEAD:.*]] = train.convert %{{.*}} to f32 : tensor<32x16xbf16>
+// STEP-NEXT: %[[LOOKUP:.*]] = train.convert %{{.*}} to f32 : tensor<32x16xbf16>
+// STEP-NEXT: train.add %[[HEAD]], %[[LOOKUP]] : tensor<32x16xf32>, tensor<32x16xf32>
 // STEP: train.sum_squares
 // STEP: train.adamw_update {{.*}} %[[WTE]], %{{.*}}, %{{.*}}, %{{.*}} lr({{.*}}) {{.*}}: tensor<32x16xf32>
 

@@ -2,7 +2,7 @@
 """bf16 data, tensor and pipeline parallelism against bf16 on one rank (the
 same global batch, dropout and clipping on): dp=2, tp=2, dp=2 x tp=2, tp=2
 with sequence parallelism (its reduce-scatters in bf16), dp=4 with ZeRO-1,
-every step's loss within 1e-3 relative (bf16 rounds per
+2 and 3, every step's loss within 1e-3 relative (bf16 rounds per
 rank's share of the work where the one rank rounds the whole: not the
 fp32 tolerance); pp=2 under 1F1B and ZB-H1 within 1e-6 of one rank with
 their 2 micro-batches (a stage runs the one rank's kernels on the same
@@ -17,17 +17,27 @@ runtime, equal formulas from the shapes:
   four all-reduces of a b s h activation per layer and the vocab-parallel
   embedding's and head's two, all in bf16 (2 bytes), and the
   cross-entropy's statistics (maximum; sum and label logit) and the
-  clipping norm in f32 (tp_bytes.py's formula, the activations at half).
+  clipping norm in f32 (tp_bytes.py's formula, the activations at half);
+- dp=4 ZeRO-1: the reduce-scatter of every f32 gradient and one all-gather
+  of every bf16 copy (the masters are blocks: 2 bytes a parameter
+  gathered, DeepSpeed's bf16 optimizer's, not the master's 4), and three
+  scalars (the loss, its token count, the norm);
+- dp=4 ZeRO-3: the reduce-scatter of every gradient where it is made, in
+  bf16 (the tied embedding's two each), and an all-gather of a bf16 copy
+  for each op that reads one (zero.py's count).
+ZeRO-2 and 3 reduce-scatter bf16 gradients: the f32 default holds for
+stages 0 and 1 (what the layout checks say).
 """
 
 import argparse
+import math
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-from loomtest import Checks, launch, ring_allreduce
+from loomtest import Checks, half, launch, ring_allreduce
 
 STEPS = 10
 
@@ -63,6 +73,17 @@ def main():
         text = open(rank_program).read() if os.path.exists(rank_program) else ""
         return losses, sent, text
 
+    # The whole parameters' shapes, and what ZeRO-3 gathers: every
+    # parameter once in the forward and the tied embedding twice (the
+    # lookup and the head); in the backward the linear layers' weights,
+    # the norms' gains and the tied embedding (zero.py's count).
+    with open(model) as f:
+        shapes = {name: [int(d) for d in dims.split("x")] for name, dims in
+                  re.findall(r'train.param "(\w+)" [^\n]*: tensor<([\dx]+)xf32>', f.read())}
+    size = lambda name: math.prod(shapes[name])  # noqa: E731
+    forward = params + size("wte")
+    backward = sum(size(w) for w in ("w_qkv", "w_o", "w_fc", "w_proj", "ln1_g", "ln2_g",
+                                     "lnf_g", "wte"))
     ref, _, _ = run("one", [], 1)
     # Pipelines run micro-batches: against one rank with the same ones.
     ref_m2, _, _ = run("one-m2", ["--micro-batches=2"], 1)
@@ -72,12 +93,14 @@ def main():
                                 ("tp=2 sequence-parallel", ["--mesh", "tp=2",
                                                             "--sequence-parallel"], 2),
                                 ("dp=4 ZeRO-1", ["--mesh", "dp=4", "--zero=1"], 4),
+                                ("dp=4 ZeRO-2", ["--mesh", "dp=4", "--zero=2"], 4),
+                                ("dp=4 ZeRO-3", ["--mesh", "dp=4", "--zero=3"], 4),
                                 ("pp=2 M=2 1F1B", ["--mesh", "pp=2", "--micro-batches=2"], 2),
                                 ("pp=2 M=2 ZB-H1", ["--mesh", "pp=2", "--micro-batches=2",
                                                     "--schedule=zb"], 2)):
         reference = ref_m2 if label.startswith("pp") else ref
         losses, sent, program = run(label.replace(" ", "-").replace("=", ""), flags, ranks,
-                                    pmpi=label == "dp=2")
+                                    pmpi=label in ("dp=2", "dp=4 ZeRO-1", "dp=4 ZeRO-3"))
         worst = max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
         bound = 1e-6 if label.startswith("pp") else 1e-3
         check(f"{label}: losses against bf16 on one rank", len(losses) == STEPS and worst <= bound,
@@ -87,6 +110,41 @@ def main():
             check("tp=2 sequence-parallel: the activations are reduce-scattered in bf16",
                   scatters and all(t.endswith("xbf16>") for t in scatters),
                   f"{len(scatters)} reduce-scatters: {sorted(set(scatters))}")
+        if label.startswith("dp=4 ZeRO"):
+            # The masters are blocks from stage 1: f32 gradients are
+            # reduce-scattered, the bf16 copies gathered (DeepSpeed's
+            # bf16 optimizer: 2 bytes a parameter, not the master's 4).
+            masters = re.findall(r'train.param "(\w+)".*: tensor<([\dx]+)xf32>', program)
+            blocks = sum(1 for name, dims in masters
+                         if dims != "x".join(map(str, shapes[name])))
+            gathers = re.findall(r"dist\.all_gather(?:_start)? .* : (tensor<[^>]*>)", program)
+            scatters = re.findall(r"dist\.reduce_scatter .* : (tensor<[^>]*>)", program)
+            # Stage 1 reduce-scatters the f32 gradients once; stages 2 and
+            # 3 where each is made, in bf16 still (not yet where it is
+            # widened).
+            grads = "xf32>" if label.endswith("1") else "xbf16>"
+            check(f"{label}: masters stored as blocks, copies gathered in bf16, "
+                  f"gradients reduce-scattered in {grads[1:-1]}",
+                  blocks == len(masters) and gathers and scatters and
+                  all(t.endswith("xbf16>") for t in gathers) and
+                  all(t.endswith(grads) for t in scatters),
+                  f"{blocks} of {len(masters)} masters split; gathers "
+                  f"{sorted(set(gathers))}; reduce-scatters {sorted(set(scatters))}")
+        if label in ("dp=4 ZeRO-1", "dp=4 ZeRO-3"):
+            # Per step: the reduce-scatter of every gradient, the norm's
+            # and the loss's scalars, and the gathers of the bf16 copies:
+            # stage 1 each copy once; stage 3 a copy for each op that reads
+            # it (forward, and the backward's products and norm gains).
+            scalar = ring_allreduce(1, 4)
+            gathered = params if label.endswith("1") else forward + backward
+            # Stage 3 scatters each gradient where it is made, in bf16: the
+            # tied embedding's two (the lookup's and the head's) each, then
+            # sums the blocks in f32.
+            scattered = (half(params, 4) if label.endswith("1") else
+                         half(params + size("wte"), 4) // 2)
+            want = STEPS * (scattered + half(gathered, 4) // 2 + 3 * scalar)
+            check(f"{label}: PMPI bytes of rank 0 equal the formula ({grads[1:-1]} "
+                  "gradients, bf16 copies)", sent.get(0) == want, f"{sent.get(0)} vs {want}")
         if label == "dp=2":
             buckets = re.findall(r"dist\.all_reduce_start (.*) over \[\"dp\"\] : (.*)$", program, re.M)
             grads = [t for _, types in buckets for t in types.split(", ") if t != "tensor<f32>"]

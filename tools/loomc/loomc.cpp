@@ -546,9 +546,8 @@ planWithRemat(ModuleOp input, const loom::LoomOptions &given,
   if (failed(rank.run(*module)))
     return failure();
   model = *module->getOps<loom::train::ModelOp>().begin();
-  if (config.precision == loom::analysis::Precision::Fp32)
-    plan->setCommunication(
-        loom::analysis::countCommunication(model, config.mesh, cluster));
+  plan->setCommunication(
+      loom::analysis::countCommunication(model, config.mesh, cluster));
   if (tensorOrPipeline && failed(plan->useRankProgram(model)))
     return failure();
   return plan;
@@ -949,18 +948,8 @@ int Compilation::buildOptions() {
   options.sequenceParallel = sequenceParallel;
   options.remat = rematPolicy;
   options.zero = zeroStage;
-  // The report plans bf16 from the fp32 program still (issue: the report
-  // reads the bf16 rank program); code is generated from the bf16 one.
   bool bf16 = config.precision == loom::analysis::Precision::Bf16;
-  options.precision = bf16 && !reportOnly() ? "bf16" : "fp32";
-  if (bf16 && !reportOnly() && config.mesh) {
-    if (zeroStage >= 2)
-      return fail(llvm::formatv("--precision=bf16: code for --zero={0} is "
-                                "not generated yet (ZeRO-1 is); --report "
-                                "plans it",
-                                int(zeroStage))
-                      .str());
-  }
+  options.precision = bf16 ? "bf16" : "fp32";
   options.commOverlap = commOverlap;
   options.schedule = scheduleSpec;
   options.afterPass = [this](OpPassManager &passes, StringRef argument) {
@@ -1045,10 +1034,9 @@ int Compilation::reportAndCheckFit() {
   }
   if (!plan)
     return 0;
-  // The communication of an fp32 plan is what the rank program does; a
-  // bf16 plan (not generated yet) keeps the planned figures.
-  if (!meshSpec.empty() &&
-      config.precision == loom::analysis::Precision::Fp32) {
+  // The communication is what the rank program does, in its tensors'
+  // types.
+  if (!meshSpec.empty()) {
     auto rank = *module->getOps<loom::train::ModelOp>().begin();
     plan->readVerification(rank);
     plan->setCommunication(
