@@ -2,6 +2,20 @@
 // The whole training step: f32 master weights and AdamW state, bf16
 // activations, f32 gradients for the optimizer.
 // RUN: loom-opt %S/../../examples/parity.mlir --loom-pipeline="precision=bf16" | FileCheck %s --check-prefix=STEP
+// With micro-batches the copy is made once, outside their loop, and each
+// gradient accumulates in an f32 carry, widened before it is added.
+// RUN: loom-opt %S/../../examples/parity.mlir --loom-pipeline="precision=bf16 micro-batches=2" | FileCheck %s --check-prefix=ACC
+// ACC: %[[W:.*]] = train.param "wte" {{.*}} : tensor<32x16xf32>
+// ACC: train.convert %[[W]] to bf16 : tensor<32x16xf32>
+// ACC-NOT: to bf16 : tensor<32x16xf32>
+// ACC: train.repeat 2 carry({{.*}} : tensor<f32>, tensor<f32>, tensor<32x16xf32>, tensor<8x16xf32>
+// ACC-SAME: invariant({{.*}} : tensor<32x16xbf16>
+// ACC: ^bb0(%{{.*}}: index, %{{.*}}: tensor<f32>, %{{.*}}: tensor<f32>, %[[ACC:.*]]: tensor<32x16xf32>,
+// ACC: train.embedding_grad
+// ACC-NEXT: %[[HEAD:.*]] = train.convert %{{.*}} to f32 : tensor<32x16xbf16>
+// ACC-NEXT: %[[LOOKUP:.*]] = train.convert %{{.*}} to f32 : tensor<32x16xbf16>
+// ACC-NEXT: %[[SUM:.*]] = train.add %[[ACC]], %[[HEAD]] : tensor<32x16xf32>, tensor<32x16xf32>
+// ACC-NEXT: train.add %[[SUM]], %[[LOOKUP]] : tensor<32x16xf32>, tensor<32x16xf32>
 // A model written in bf16 gives the same program as the f32 model with
 // --precision=bf16 (one mechanism):
 // RUN: sed -e 's/xf32>/xbf16>/g' %S/../../examples/parity.mlir > %t.bf16.mlir
