@@ -7,7 +7,18 @@ states per rank of P = 2 (bf16 copies), G = 4 (fp32 gradients), K = 12
 (fp32 masters and AdamW's two moments) bytes per parameter, split by ZeRO
 as the ZeRO paper splits them: stage 1 K / N, stage 2 (G + K) / N, stage 3
 (P + G + K) / N, to the byte (the preset's dimensions divide by N).
-"""
+
+--pipeline-report R --layout pp,dp,tp: each pipeline rank's own parameters
+from the shapes (its layers' share of the stacked weights, tensor-split as
+Megatron-LM splits them: the QKV and first MLP weights and biases by
+columns, the attention output and second MLP weights by rows, norms and
+row-parallel biases whole; the first stage the positions, the last the
+final norm; and every rank the tied embedding's vocab-parallel block,
+which the layout holds on every pipeline rank today, not on the first and
+last alone) and its model states: 2 + 4 + 12 / dp bytes per own parameter
+(ZeRO-1 over dp), but 2 + 4 + 12 for the column-parallel biases, whose one
+dimension tp splits already (ZeRO splits a dimension no other axis does,
+and keeps them whole)."""
 import argparse
 import json
 import math
@@ -18,6 +29,8 @@ p = argparse.ArgumentParser()
 p.add_argument("--model", required=True)
 p.add_argument("--zero-reports", nargs=4)
 p.add_argument("--dp", type=int)
+p.add_argument("--pipeline-report")
+p.add_argument("--layout", help="pp,dp,tp")
 a = p.parse_args()
 
 shapes = {name: [int(d) for d in dims.split("x")] for name, dims in
@@ -45,6 +58,37 @@ if a.zero_reports:
         check(f"ZeRO-{stage} over dp={N}: model states", got == want and m["model_states"] == total,
               f"{m['model_states'] / 1e9:.2f} GB, formula {total / 1e9:.2f} GB "
               f"({total / n:.4g} bytes per parameter)")
+
+if a.pipeline_report:
+    pp, dp, tp = map(int, a.layout.split(","))
+    layers = shapes["w_qkv"][0]
+    per_stage = layers // pp
+    column, row = ("w_qkv", "b_qkv", "w_fc", "b_fc"), ("w_o", "w_proj")
+    layer = whole = 0
+    for name, shape in shapes.items():
+        if shape[0] != layers or len(shape) < 2:
+            continue
+        size = math.prod(shape[1:])
+        layer += size // tp if name in column + row else size
+        if name in ("b_qkv", "b_fc"):
+            whole += size // tp
+    vocab, d = shapes["wte"]
+    embedding = -(-vocab // tp) * d
+    own = [per_stage * layer + embedding for _ in range(pp)]
+    own[0] += math.prod(shapes["wpe"])
+    own[-1] += math.prod(shapes["lnf_g"]) + math.prod(shapes["lnf_b"])
+    ranks = json.load(open(a.pipeline_report))["memory_per_rank_bytes"]["per_pipeline_rank"]
+    got = [r["parameter_elements"] for r in ranks]
+    check("own parameters per pipeline rank from the shapes", got == own,
+          f"{got[0]}, {got[1]} ... {got[-1]}, formula {own[0]}, {own[1]} ... {own[-1]}")
+    # Exact in integers: 7.5 bytes of a split parameter is 15/2, of a whole
+    # one 18.
+    want = [(e - per_stage * whole) * (2 + 4) + (e - per_stage * whole) * 12 // dp +
+            per_stage * whole * 18 for e in own]
+    states = [r["model_states"] for r in ranks]
+    check(f"model states per pipeline rank = (2 + 4 + 12/{dp}) bytes per own parameter",
+          states == want, f"{sorted({round(s / e, 4) for s, e in zip(states, own)})} "
+          f"bytes per own parameter ({per_stage * whole} column-parallel bias elements whole)")
 
 print(f"{fails} failed")
 sys.exit(1 if fails else 0)
