@@ -889,3 +889,36 @@ LogicalResult loom::analysis::verifyInFlightBuffers(Block &block,
   });
   return failure(result.wasInterrupted());
 }
+
+int64_t loom::analysis::bf16ScratchBytes(loom::train::ModelOp model) {
+  using namespace loom::train;
+  int64_t most = 0;
+  auto widened = [](Type t) -> int64_t {
+    auto tensor = dyn_cast<RankedTensorType>(t);
+    if (!tensor || tensor.getRank() == 0 ||
+        !tensor.getElementType().isBF16())
+      return 0;
+    return (tensor.getNumElements() * 4 + 63) / 64 * 64;
+  };
+  model.walk([&](KernelOpInterface kernel) {
+    // A convert narrows or widens itself, with no copy.
+    if (isa<ConvertOp>(kernel))
+      return;
+    SmallVector<Value> results, operands;
+    SmallVector<Type> resultTypes, operandTypes;
+    kernel.getKernelResults(results, resultTypes);
+    kernel.getKernelOperands(operands, operandTypes);
+    int64_t out = 0;
+    for (Type t : resultTypes)
+      out += widened(t);
+    if (kernel.isKernelCalledPerOperand()) {
+      for (Type t : operandTypes)
+        most = std::max(most, out + widened(t));
+      return;
+    }
+    for (Type t : operandTypes)
+      out += widened(t);
+    most = std::max(most, out);
+  });
+  return most;
+}

@@ -187,6 +187,14 @@ arenaPeaks(loom::train::ModelOp model, llvm::StringRef name,
 llvm::LogicalResult verifyInFlightBuffers(mlir::Block &block,
                                           const MemoryPlan &plan);
 
+/// The f32 scratch the runtime's bf16 kernels compute on
+/// (runtime/common/Bf16Kernels.cpp): the most any one kernel call widens,
+/// its bf16 tensors of rank one or more (scalars stay f32) at 4 bytes an
+/// element, each rounded up to 64 bytes; 0 without bf16 kernels. loomc
+/// reserves it (loomrt_program::bf16_scratch_bytes) and the report counts
+/// it.
+int64_t bf16ScratchBytes(loom::train::ModelOp model);
+
 } // namespace loom::analysis
 
 #endif // LOOM_ANALYSIS_MEMORYPLAN_H

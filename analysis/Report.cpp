@@ -255,6 +255,7 @@ FailureOr<Report> loom::analysis::reportModel(ModelOp model,
   }
   r.arenaPeakBytes =
       std::max<int64_t>(arena - r.gradientBytes - copyBytes, 0) / dp;
+  r.bf16ScratchBytes = bf16ScratchBytes(model);
 
   double seconds = 0;
   double peak = cluster ? (bf16 ? cluster->peakFlopsBf16
@@ -435,6 +436,7 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
         std::max<int64_t>(arena - s.gradientBytes - copies[size_t(c)], 0);
   }
   arenaPeakBytes = pipelineRanks[0].activationBytes;
+  bf16ScratchBytes = loom::analysis::bf16ScratchBytes(rank);
   activationsFromRankProgram = true;
   parameterBytes = pipelineRanks[0].parameterBytes;
   masterBytes = pipelineRanks[0].masterBytes;
@@ -644,6 +646,7 @@ llvm::json::Value Report::toJSON() const {
                             {"master_parameters", masterBytes},
                             {"model_states", modelStateBytes()},
                             {"activations_peak", arenaPeakBytes},
+                            {"bf16_scratch", bf16ScratchBytes},
                             {"inputs", inputBytes},
                             {"total", totalBytes()}};
   if (!pipelineRanks.empty()) {
@@ -786,6 +789,10 @@ void Report::print(llvm::raw_ostream &os) const {
   else if (dp > 1)
     os << "; the one-rank plan over dp";
   os << ")\n";
+  if (bf16ScratchBytes > 0)
+    os << "    bf16 scratch        " << gigabytes(bf16ScratchBytes)
+       << "   (the f32 copies of the largest bf16 kernel call's tensors, "
+          "reserved once)\n";
   if (!remat.empty())
     os << "    recomputation: " << remat << "\n";
   for (const Padding &p : padding)

@@ -148,16 +148,19 @@ struct Report {
   int64_t modelStateBytes() const {
     return parameterBytes + gradientBytes + optimizerStateBytes + masterBytes;
   }
+  /// The f32 copies the runtime's bf16 kernels compute on, reserved
+  /// beside the arena (analysis::bf16ScratchBytes; 0 in fp32).
+  int64_t bf16ScratchBytes = 0;
   int64_t totalBytes() const {
-    return modelStateBytes() + arenaPeakBytes + inputBytes;
+    return modelStateBytes() + arenaPeakBytes + bf16ScratchBytes + inputBytes;
   }
   /// The most any rank holds: totalBytes, or under a pipeline its most
   /// loaded rank's states, activations and inputs.
   int64_t worstRankBytes() const {
     int64_t worst = pipelineRanks.empty() ? totalBytes() : 0;
     for (const StageStates &r : pipelineRanks)
-      worst = std::max(worst,
-                       r.modelStateBytes() + r.activationBytes + inputBytes);
+      worst = std::max(worst, r.modelStateBytes() + r.activationBytes +
+                                  bf16ScratchBytes + inputBytes);
     return worst;
   }
   /// The most bytes of model states and inputs any rank holds.

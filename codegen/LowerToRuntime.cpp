@@ -1611,6 +1611,8 @@ struct Emitter {
   }
 
   LogicalResult run() {
+    // Counted on the train ops, before they are lowered.
+    int64_t bf16ScratchBytes = loom::analysis::bf16ScratchBytes(model);
     FailureOr<SmallVector<int64_t>> stepBytes = emitFunction(
         "step", layout.stepOps, layout.stepPersistent, /*step=*/true);
     if (failed(stepBytes))
@@ -1677,7 +1679,8 @@ struct Emitter {
             << ", loom_step}, {\"eval\", " << llvm::max_element(*evalBytes)[0]
             << ", loom_eval}, " << mesh.getNames().size()
             << ", loom_axis_names, loom_axis_sizes, " << arenaAxis
-            << ", loom_arena_bytes}";
+            << ", loom_arena_bytes, " << bf16ScratchBytes
+            << "}";
     // The program's description (`const` in its opaque type, so that its
     // address is a pointer to const).
     auto programType = emitc::OpaqueType::get(c, "const loomrt_program");

@@ -8,8 +8,10 @@
 // storage, f32 compute, one rounding per result, on either backend. An
 // accumulating entry widens its accumulator too and narrows the sum.
 //
-// The scratch is the context's, grown to the largest call and reused, and
-// counts towards the peak like any buffer.
+// The scratch is the program's reservation (loomrt_program's
+// bf16_scratch_bytes, the compiler's count of the largest call), each
+// call's copies cut from its start; past it (a program that reserved too
+// little), a pool of one buffer per slot, grown to the largest call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,6 +62,15 @@ private:
   }
   loomrt_buf *next(int64_t shape) {
     int64_t bytes = shapeOf(ctx, shape).numel() * int64_t(sizeof(float));
+    // From the reservation, each copy at a multiple of kBf16ScratchAlign
+    // (what analysis::bf16ScratchBytes counts).
+    int64_t aligned = (bytes + kBf16ScratchAlign - 1) / kBf16ScratchAlign *
+                      kBf16ScratchAlign;
+    if (reserved + aligned <= ctx->bf16ReservedBytes) {
+      char *at = ctx->bf16Reserved + reserved;
+      reserved += aligned;
+      return reinterpret_cast<loomrt_buf *>(at);
+    }
     auto &pool = ctx->bf16Scratch;
     if (used == pool.size())
       pool.push_back({nullptr, 0});
@@ -78,13 +89,25 @@ private:
     int64_t shape;
   };
   loomrt_ctx *ctx;
+  int64_t reserved = 0;
   size_t used = 0;
   std::vector<Narrowed> narrowed;
 };
 
 } // namespace
 
+void loomrt::reserveBf16Scratch(loomrt_ctx *ctx, int64_t bytes) {
+  if (bytes <= 0)
+    return;
+  ctx->bf16Reserved = allocate(ctx, bytes);
+  ctx->bf16ReservedBytes = bytes;
+}
+
 void loomrt::releaseBf16Scratch(loomrt_ctx *ctx) {
+  if (ctx->bf16Reserved)
+    release(ctx, ctx->bf16Reserved, ctx->bf16ReservedBytes);
+  ctx->bf16Reserved = nullptr;
+  ctx->bf16ReservedBytes = 0;
   for (auto [ptr, size] : ctx->bf16Scratch)
     if (ptr)
       release(ctx, ptr, size);

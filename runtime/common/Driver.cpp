@@ -797,6 +797,7 @@ static int train(int argc, char **argv, const loomrt_program *program) {
     arenaBytes = p->arena_bytes[c];
   }
   ctx.arena = allocate(&ctx, arenaBytes);
+  reserveBf16Scratch(&ctx, p->bf16_scratch_bytes);
   Data data = fixedInputs ? Data() : prepareData(&ctx, o);
   if (fixedInputs && o.evalEvery)
     fail("--eval-every needs held-out data, not fixed --inputs");

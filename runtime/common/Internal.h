@@ -51,8 +51,13 @@ struct loomrt_ctx {
   /// (trackBytes: the communication thread allocates too).
   std::atomic<int64_t> currentBytes{0};
   std::atomic<int64_t> peakBytes{0};
-  /// The f32 copies bf16 kernels compute on (Bf16Kernels.cpp): one buffer
-  /// per tensor slot of a call, grown to the largest call and reused.
+  /// The f32 copies bf16 kernels compute on (Bf16Kernels.cpp): the
+  /// program's reservation (loomrt_program::bf16_scratch_bytes), each
+  /// call's copies cut from its start; beyond it (a program that reserved
+  /// too little), one buffer per tensor slot of a call, grown to the
+  /// largest call and reused.
+  char *bf16Reserved = nullptr;
+  int64_t bf16ReservedBytes = 0;
   std::vector<std::pair<char *, int64_t>> bf16Scratch;
 
   // Processes and the mesh (Comm.cpp).
@@ -129,6 +134,11 @@ constexpr int kShutdownTag = 1 << 20, kShutdownFailedTag = (1 << 20) + 1,
 
 /// Allocation of backend memory that counts towards the peak.
 char *allocate(loomrt_ctx *ctx, int64_t bytes);
+/// Reserves the f32 scratch of the bf16 kernels (Bf16Kernels.cpp), whose
+/// copies start at multiples of kBf16ScratchAlign (the compiler's
+/// analysis::bf16ScratchBytes counts them so).
+constexpr int64_t kBf16ScratchAlign = 64;
+void reserveBf16Scratch(loomrt_ctx *ctx, int64_t bytes);
 void release(loomrt_ctx *ctx, char *ptr, int64_t bytes);
 
 /// Bytes of one element of a loomrt_dtype.

@@ -42,7 +42,7 @@ states = (width + grad_width + a.state_bytes_per_param) * n + master
 for key, want in [("parameters", width * n), ("gradients", grad_width * n),
                   ("optimizer_state", a.state_bytes_per_param * n),
                   ("master_parameters", master), ("model_states", states),
-                  ("total", states + m["activations_peak"] + m["inputs"])]:
+                  ("total", states + m["activations_peak"] + m["bf16_scratch"] + m["inputs"])]:
     print(f"{key}: {m[key]} formula {want}")
     if m[key] != want:
         fails.append(key)

@@ -128,6 +128,11 @@ typedef struct loomrt_program {
      is -1. */
   int32_t arena_axis;
   const int64_t *arena_bytes;
+  /* The f32 copies the largest bf16 kernel call computes on (its bf16
+     tensors widened, each at a multiple of 64 bytes, as the compiler's
+     analysis::bf16ScratchBytes counts them), reserved once: 0 for a
+     program without bf16 kernels. */
+  int64_t bf16_scratch_bytes;
 } loomrt_program;
 
 /* Runs the training loop of `program` with the command line of the
