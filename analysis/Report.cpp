@@ -8,7 +8,6 @@
 #include "analysis/Layout.h"
 #include "analysis/MemoryPlan.h"
 
-#include "mlir/IR/TypeUtilities.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -159,10 +158,7 @@ static std::optional<int64_t> bf16CopyBytes(ParamOp param) {
   auto zero = loom::dist::attrs(model).getZeroAttrHelper().getAttr(model);
   bool gathersForEachUse = zero && zero.getInt() >= 3;
   std::optional<int64_t> bytes;
-  for (Operation *user : param->getUsers()) {
-    auto narrow = dyn_cast<ConvertOp>(user);
-    if (!narrow || !getElementTypeOrSelf(narrow.getType()).isBF16())
-      continue;
+  for (ConvertOp narrow : bf16Copies(param)) {
     Value copy = narrow.getResult();
     if (copy.hasOneUse() && !gathersForEachUse)
       if (auto gather = dyn_cast<loom::dist::AllGatherOp>(*copy.user_begin()))
@@ -172,14 +168,21 @@ static std::optional<int64_t> bf16CopyBytes(ParamOp param) {
   return bytes;
 }
 
+/// The gradient an optimizer update reads (null for any other op).
+static Value updateGradient(Operation *op) {
+  if (auto u = dyn_cast<SGDUpdateOp>(op))
+    return u.getGrad();
+  if (auto u = dyn_cast<AdamWUpdateOp>(op))
+    return u.getGrad();
+  return Value();
+}
+
 /// The bytes of the gradients the model's optimizer updates read.
 static int64_t updatedGradientBytes(ModelOp model) {
   int64_t bytes = 0;
   model.walk([&](Operation *op) {
-    if (auto u = dyn_cast<SGDUpdateOp>(op))
-      bytes += tensorBytes(u.getGrad().getType());
-    else if (auto u = dyn_cast<AdamWUpdateOp>(op))
-      bytes += tensorBytes(u.getGrad().getType());
+    if (Value grad = updateGradient(op))
+      bytes += tensorBytes(grad.getType());
   });
   return bytes;
 }
@@ -396,11 +399,7 @@ LogicalResult Report::useRankProgram(ModelOp rank) {
     gatheredInFlightBytes = std::max(gatheredInFlightBytes, held);
   });
   rank.walk([&](Operation *op) {
-    Value grad;
-    if (auto u = dyn_cast<SGDUpdateOp>(op))
-      grad = u.getGrad();
-    else if (auto u = dyn_cast<AdamWUpdateOp>(op))
-      grad = u.getGrad();
+    Value grad = updateGradient(op);
     if (!grad)
       return;
     // The gradient buffer the rank holds: what an update reads, or, under

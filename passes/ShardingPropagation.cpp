@@ -4,8 +4,6 @@
 #include "passes/Passes.h"
 #include "passes/Sharding.h"
 
-#include "mlir/IR/TypeUtilities.h"
-
 namespace loom {
 #define GEN_PASS_DEF_DISTSHARDINGPROPAGATION
 #include "passes/Passes.h.inc"
@@ -743,18 +741,14 @@ struct Propagation {
       // from the narrowed block (dist-partition narrows before it
       // gathers), as DeepSpeed's bf16 optimizer gathers its bf16
       // parameters.
-      SmallVector<Value> copies;
-      for (Operation *user : p.getUsers())
-        if (auto narrow = dyn_cast<ConvertOp>(user))
-          if (getElementTypeOrSelf(narrow.getType()).isBF16())
-            copies.push_back(narrow.getResult());
+      SmallVector<ConvertOp> copies = bf16Copies(param);
       if (zeroStage >= 3 || !copies.empty())
         offer(p, *z, dp, pad);
       else
         states[p].barred.push_back(data);
       if (zeroStage < 3)
-        for (Value copy : copies)
-          states[copy].barred.push_back(data);
+        for (ConvertOp copy : copies)
+          states[copy.getResult()].barred.push_back(data);
       for (Value r : op->getResults())
         pin(r, *z, dp, pad);
     });

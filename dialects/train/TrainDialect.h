@@ -55,4 +55,10 @@ namespace loom::train {
 #define GET_OP_CLASSES
 #include "dialects/train/TrainOps.h.inc"
 
+namespace loom::train {
+/// The narrowing `train.convert`s (to bf16) that read `param`: a
+/// mixed-precision master's bf16 copies (train-mixed-precision makes one).
+llvm::SmallVector<ConvertOp> bf16Copies(ParamOp param);
+} // namespace loom::train
+
 #endif // LOOM_DIALECTS_TRAIN_TRAINDIALECT_H

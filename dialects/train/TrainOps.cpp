@@ -1246,3 +1246,12 @@ int64_t SGDUpdateOp::getFlops() { return 4 * numElements(getParam()); }
 
 
 int64_t AdamWUpdateOp::getFlops() { return 12 * numElements(getParam()); }
+
+SmallVector<ConvertOp> loom::train::bf16Copies(ParamOp param) {
+  SmallVector<ConvertOp> copies;
+  for (Operation *user : param->getUsers())
+    if (auto narrow = dyn_cast<ConvertOp>(user))
+      if (getElementTypeOrSelf(narrow.getType()).isBF16())
+        copies.push_back(narrow);
+  return copies;
+}
