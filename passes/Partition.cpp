@@ -789,6 +789,41 @@ struct Partitioner {
     }
   }
 
+  /// A bf16 partial sum reduce-scattered over the data axis and then
+  /// widened (mixed precision's gradients under ZeRO-2/3: each is widened
+  /// where it is made) is widened first and reduce-scattered in f32, as
+  /// Megatron-LM reduces its `main_grad` buffers: `f32(rs(g))` becomes
+  /// `rs(f32(g))`. Widening is exact, so only the sum's rounding changes;
+  /// the tensor axis's scatters (activations) stay bf16.
+  void widenBeforeScatter() {
+    SmallVector<ConvertOp> widened;
+    model.walk([&](ConvertOp convert) {
+      auto rs = convert.getInput().getDefiningOp<dist::ReduceScatterOp>();
+      if (rs && rs->hasOneUse() && rs->getBlock() == convert->getBlock() &&
+          rs.getType().getElementType().isBF16() &&
+          convert.getType().getElementType().isF32() &&
+          llvm::all_of(rs.getAxes().getAsValueRange<StringAttr>(),
+                       [&](StringRef a) {
+                         return mesh.getRole(a) == dist::AxisRole::Data;
+                       }))
+        widened.push_back(convert);
+    });
+    for (ConvertOp convert : widened) {
+      auto rs = convert.getInput().getDefiningOp<dist::ReduceScatterOp>();
+      OpBuilder b(rs);
+      auto wide = ConvertOp::create(
+          b, convert.getLoc(), rs.getInput(),
+          cast<FloatType>(convert.getType().getElementType()));
+      auto scatter = dist::ReduceScatterOp::create(
+          b, rs.getLoc(), convert.getType(), wide, rs.getAxes(),
+          rs.getDimAttr());
+      sharding::markRecomputed(rs.getInput(), scatter);
+      convert.getResult().replaceAllUsesWith(scatter.getResult());
+      convert.erase();
+      rs.erase();
+    }
+  }
+
   /// Partial sums reduce-scattered alike and then added are added first
   /// and reduce-scattered once (the embedding tied to the head: its two
   /// gradients are one gradient, reduced once, also where each is added
@@ -889,6 +924,7 @@ struct Partitioner {
     if (failed(partitionBlock(body)))
       return failure();
     fuseReduceScatters();
+    widenBeforeScatter();
     sumBeforeScatter();
     model.walk([&](Operation *op) {
       op->removeAttr(dist::attrs(op).getShardingAttrHelper().getName());

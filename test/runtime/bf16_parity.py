@@ -22,11 +22,12 @@ runtime, equal formulas from the shapes:
   of every bf16 copy (the masters are blocks: 2 bytes a parameter
   gathered, DeepSpeed's bf16 optimizer's, not the master's 4), and three
   scalars (the loss, its token count, the norm);
-- dp=4 ZeRO-3: the reduce-scatter of every gradient where it is made, in
-  bf16 (the tied embedding's two each), and an all-gather of a bf16 copy
-  for each op that reads one (zero.py's count).
-ZeRO-2 and 3 reduce-scatter bf16 gradients: the f32 default holds for
-stages 0 and 1 (what the layout checks say).
+- dp=4 ZeRO-3: the reduce-scatter of every gradient where it is made,
+  widened to f32 first (the tied embedding's two summed, then scattered
+  once), and an all-gather of a bf16 copy for each op that reads one
+  (zero.py's count).
+Every ZeRO stage reduce-scatters f32 gradients (what the layout checks
+say): bf16 gradients would send half.
 """
 
 import argparse
@@ -120,9 +121,8 @@ def main():
             gathers = re.findall(r"dist\.all_gather(?:_start)? .* : (tensor<[^>]*>)", program)
             scatters = re.findall(r"dist\.reduce_scatter .* : (tensor<[^>]*>)", program)
             # Stage 1 reduce-scatters the f32 gradients once; stages 2 and
-            # 3 where each is made, in bf16 still (not yet where it is
-            # widened).
-            grads = "xf32>" if label.endswith("1") else "xbf16>"
+            # 3 where each is made, widened first.
+            grads = "xf32>"
             check(f"{label}: masters stored as blocks, copies gathered in bf16, "
                   f"gradients reduce-scattered in {grads[1:-1]}",
                   blocks == len(masters) and gathers and scatters and
@@ -137,11 +137,10 @@ def main():
             # it (forward, and the backward's products and norm gains).
             scalar = ring_allreduce(1, 4)
             gathered = params if label.endswith("1") else forward + backward
-            # Stage 3 scatters each gradient where it is made, in bf16: the
-            # tied embedding's two (the lookup's and the head's) each, then
-            # sums the blocks in f32.
-            scattered = (half(params, 4) if label.endswith("1") else
-                         half(params + size("wte"), 4) // 2)
+            # Stage 3 scatters each gradient where it is made, in f32: the
+            # tied embedding's two (the lookup's and the head's) summed
+            # first, so once, as at stage 1.
+            scattered = half(params, 4)
             want = STEPS * (scattered + half(gathered, 4) // 2 + 3 * scalar)
             check(f"{label}: PMPI bytes of rank 0 equal the formula ({grads[1:-1]} "
                   "gradients, bf16 copies)", sent.get(0) == want, f"{sent.get(0)} vs {want}")
