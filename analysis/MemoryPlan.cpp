@@ -901,8 +901,15 @@ int64_t loom::analysis::bf16ScratchBytes(loom::train::ModelOp model) {
     return (tensor.getNumElements() * 4 + 63) / 64 * 64;
   };
   model.walk([&](KernelOpInterface kernel) {
-    // A convert narrows or widens itself, with no copy.
-    if (isa<ConvertOp>(kernel))
+    // A convert narrows or widens itself, with no copy; the optimizer's
+    // steps over whole gradients read bf16 in place (the runtime's native
+    // sum_squares, updates and scaling by a scalar, Bf16Kernels.cpp).
+    if (isa<ConvertOp, SumSquaresOp, SGDUpdateOp, AdamWUpdateOp>(kernel))
+      return;
+    if (auto mul = dyn_cast<MulOp>(kernel.getOperation());
+        mul && cast<RankedTensorType>(mul.getRhs().getType()).getRank() == 0 &&
+        cast<RankedTensorType>(mul.getType()).getShape() ==
+            cast<RankedTensorType>(mul.getLhs().getType()).getShape())
       return;
     SmallVector<Value> results, operands;
     SmallVector<Type> resultTypes, operandTypes;

@@ -316,6 +316,12 @@ struct Emitter {
         });
   }
 
+  /// The fill of a tensor of `type`'s elements (f32, or bf16 rounded once).
+  static StringRef fillOf(Type type) {
+    return getElementTypeOrSelf(type).isBF16() ? "loomrt_fill_bf16"
+                                               : "loomrt_fill";
+  }
+
   /// Whether `op`'s kernel is its bf16 entry (`loomrt_<op>_bf16`): one of
   /// its tensors is bf16. A convert to the type it has is a copy, its f32
   /// entry.
@@ -328,25 +334,42 @@ struct Emitter {
   }
 
   /// The ops the runtime runs on bf16 tensors: every kernel with a bf16
-  /// entry (loomrt.h, Bf16Kernels.cpp: all but the optimizer's, whose
-  /// tensors are f32, the master weights, their state and gradients, and
-  /// those of scalars alone); the all-reduce of one tensor (a ring that
-  /// rounds each step's sum, as NCCL's does), the reduce-scatter of one
-  /// tensor (the same ring) and the all-gathers (copies). Not yet: buckets,
-  /// the pairwise all-reduce, shards and padding fills.
+  /// entry (loomrt.h, Bf16Kernels.cpp: all but those of scalars alone;
+  /// the updates' read a bf16 gradient of f32 masters and state); the
+  /// all-reduce of one tensor or a bucket (a ring that rounds each step's
+  /// sum, as NCCL's does), the reduce-scatter of one tensor (the same ring)
+  /// and the all-gathers (copies). Not yet: the pairwise all-reduce, shards
+  /// and padding fills.
   static bool hasBf16Kernel(Operation *op) {
     if (auto reduce = dyn_cast<dist::AllReduceOp>(op))
       return !reduce.getMembers() && op->getNumOperands() == 1;
-    if (isa<dist::AllReduceStartOp, dist::ReduceScatterOp>(op))
+    if (isa<dist::AllReduceStartOp>(op))
+      return true;
+    if (isa<dist::ReduceScatterOp>(op))
       return op->getNumOperands() == 1;
     if (isa<dist::AllGatherOp, dist::AllGatherStartOp>(op))
       return true;
     return isa<KernelOpInterface>(op) &&
-           !isa<SGDUpdateOp, AdamWUpdateOp, LrScheduleOp, ClipFactorOp,
-                LabelCountOp, ConcatOp>(op);
+           !isa<LrScheduleOp, ClipFactorOp, LabelCountOp, ConcatOp>(op);
   }
 
   LogicalResult checkTypes(Operation *op) {
+    // The bf16 entries read and write 0-d tensors as f32 (the loss, the
+    // learning rate, a norm); a 0-d bf16 tensor is a mul's scale alone
+    // (the clip factor of bf16 gradients, scaled natively).
+    if (isa<KernelOpInterface>(op) && !isa<ConvertOp>(op) &&
+        callsBf16Kernel(op))
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto tensor = dyn_cast<RankedTensorType>(operand.get().getType());
+        if (!tensor || tensor.getRank() != 0 ||
+            !tensor.getElementType().isBF16() ||
+            (isa<MulOp>(op) && operand.getOperandNumber() == 1))
+          continue;
+        return op->emitOpError("reads a 0-d bf16 tensor (operand ")
+               << operand.getOperandNumber()
+               << "), which the runtime's bf16 kernels take as f32: keep "
+                  "scalars f32";
+      }
     for (Type t : llvm::concat<Type>(op->getOperandTypes(),
                                      op->getResultTypes())) {
       auto tensor = dyn_cast<RankedTensorType>(t);
@@ -627,7 +650,7 @@ struct Emitter {
          llvm::zip(repeat.getCarries(), repeat.getCarryResults()))
       emitWhen(placedHere(result), [&, init = init, result = result] {
         if (std::optional<double> seed = carrySeed(init))
-          call("loomrt_fill",
+          call(fillOf(init.getType()),
                {ctx, bufferOf(result),
                 i64(shapeId(cast<RankedTensorType>(init.getType()).getShape())),
                 f64(*seed)});
@@ -1017,7 +1040,7 @@ struct Emitter {
       if (!needsZeros(r, bool(actionStage)) || writtenIntoAccumulator(r))
         continue;
       if (Value buf = bufferOf(r))
-        call("loomrt_fill",
+        call(fillOf(r.getType()),
              {ctx, buf,
               i64(shapeId(cast<RankedTensorType>(r.getType()).getShape())),
               f64(0.0)});
@@ -1414,7 +1437,7 @@ struct Emitter {
     auto dense = cast<DenseFPElementsAttr>(constant.getValue());
     Value buf = defineBuffer(constant);
     emitWhen(placedHere(constant), [&] {
-      call("loomrt_fill",
+      call(fillOf(dense.getType()),
            {ctx, buf, i64(shapeId(dense.getType().getShape())),
             f64(dense.getSplatValue<APFloat>().convertToDouble())});
     });

@@ -16,6 +16,8 @@ using namespace loom::train;
 namespace {
 struct TrainAutodiffPass
     : public loom::impl::TrainAutodiffBase<TrainAutodiffPass> {
+  using TrainAutodiffBase::TrainAutodiffBase;
+
   void getDependentDialects(DialectRegistry &registry) const override {
     TrainAutodiffBase::getDependentDialects(registry);
     // The backward of an op on a pipeline stage runs on that stage: dist
@@ -28,6 +30,12 @@ struct TrainAutodiffPass
   }
 
   void runOnOperation() override {
+    if (gradPrecision != "fp32" && gradPrecision != "bf16") {
+      emitError(getOperation().getLoc())
+          << "train-autodiff: grad-precision must be fp32 or bf16, got '"
+          << gradPrecision << "'";
+      return signalPassFailure();
+    }
     bool failedAny = false;
     getOperation().walk([&](ModelOp model) {
       if (failed(differentiate(model)))
@@ -69,9 +77,24 @@ struct TrainAutodiffPass
       Value g = adjoints.lookup(param.getResult());
       grads.push_back(g ? g : zerosLike(b, param.getLoc(), param.getType()));
     }
+    // A master's gradient is the widening of its copy's: under bf16
+    // gradients the copy's is the gradient instead.
+    SmallVector<ConvertOp> unwidened;
+    if (gradPrecision == "bf16")
+      for (Value &g : grads)
+        if (auto widen = g.getDefiningOp<ConvertOp>();
+            widen &&
+            isBf16GradientOf(widen.getInput().getType(), g.getType())) {
+          g = widen.getInput();
+          unwidened.push_back(widen);
+        }
     OutputOp::create(b, output.getLoc(), loss, grads, ValueRange());
     output.erase();
-    widenGradients(body);
+    for (ConvertOp widen : unwidened)
+      if (widen->use_empty())
+        widen.erase();
+    if (gradPrecision != "bf16")
+      widenGradients(body);
     pruneResiduals(model);
     numBackwardOps += body.getOperations().size() - before;
     return success();

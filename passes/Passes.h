@@ -89,6 +89,13 @@ struct LoomOptions : public mlir::PassPipelineOptions<LoomOptions> {
       llvm::cl::desc("fp32, or bf16: bf16 compute with fp32 master weights "
                      "(train-mixed-precision on the forward model)"),
       llvm::cl::init("fp32")};
+  Option<std::string> gradPrecision{
+      *this, "grad-precision",
+      llvm::cl::desc("With precision=bf16, the masters' gradients: fp32 "
+                     "(Megatron-LM's main_grad, the default) or bf16 "
+                     "(accumulated and reduced in bf16: train-autodiff's "
+                     "grad-precision)"),
+      llvm::cl::init("fp32")};
   Option<int64_t> zero{
       *this, "zero",
       llvm::cl::desc("ZeRO stage over the data axis: 0 (none), 1 (optimizer "

@@ -94,7 +94,21 @@ def TrainAutodiff : Pass<"train-autodiff", "::mlir::ModuleOp"> {
     %dw = train.matmul %x, %dy transpose_lhs : tensor<8x16xf32>, tensor<8x4xf32>
     train.output loss(%l : tensor<f32>) grads(%dw : tensor<16x4xf32>)
     ```
+
+    A mixed-precision master's gradient (train-mixed-precision's f32
+    parameter read through its bf16 copy) is widened where it is made by
+    default (`grad-precision=fp32`): a sum of bf16 terms becomes the f32
+    sum of the widened terms, a layer loop widens each slice and a
+    micro-batch loop accumulates in f32 (Megatron-LM's `main_grad`).
+    `grad-precision=bf16` keeps it bf16 (the ZeRO paper's 2 bytes a
+    parameter): accumulated, reduced and read by the update in bf16.
   }];
+  let options = [
+    Option<"gradPrecision", "grad-precision", "std::string", "\"fp32\"",
+           "A mixed-precision master's gradient: fp32 (widened where it is "
+           "made, the default) or bf16 (kept, accumulated and reduced in "
+           "bf16)">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   let statistics = [
     Statistic<"numBackwardOps", "backward-ops",

@@ -40,7 +40,7 @@ void loom::buildLoomPipeline(mlir::OpPassManager &pm,
     if (options.precision == "bf16")
       add(createTrainMixedPrecision());
     add(createDistRemat(DistRematOptions{options.remat}));
-    add(createTrainAutodiff());
+    add(createTrainAutodiff(TrainAutodiffOptions{options.gradPrecision}));
     if (options.microBatches != 1)
       add(createTrainInterleaveMicroBatches());
     if (distributed)

@@ -59,6 +59,9 @@ namespace loom::train {
 /// The narrowing `train.convert`s (to bf16) that read `param`: a
 /// mixed-precision master's bf16 copies (train-mixed-precision makes one).
 llvm::SmallVector<ConvertOp> bf16Copies(ParamOp param);
+/// Whether `grad` is the bf16 form of the f32 tensor type `param` (a
+/// master's gradient under `--grad-precision=bf16`).
+bool isBf16GradientOf(mlir::Type grad, mlir::Type param);
 } // namespace loom::train
 
 #endif // LOOM_DIALECTS_TRAIN_TRAINDIALECT_H

@@ -34,6 +34,22 @@ static void printReduceKind(OpAsmPrinter &printer, Operation *,
   printer << stringifyReduceKind(kind.getValue());
 }
 
+/// An update's gradient type: omitted where it is the parameter's, else
+/// `, type` after it (a bf16 gradient of an f32 master).
+static ParseResult parseGradType(OpAsmParser &parser, Type &grad,
+                                 Type param) {
+  grad = param;
+  if (succeeded(parser.parseOptionalComma()))
+    return parser.parseType(grad);
+  return success();
+}
+
+static void printGradType(OpAsmPrinter &printer, Operation *, Type grad,
+                          Type param) {
+  if (grad != param)
+    printer << ", " << grad;
+}
+
 #define GET_OP_CLASSES
 #include "dialects/train/TrainOps.cpp.inc"
 
@@ -127,7 +143,8 @@ LogicalResult ModelOp::verify() {
              << output.getGrads().size() << " gradients but the model has "
              << params.size() << " parameters";
     for (auto [grad, param] : llvm::zip(output.getGrads(), params))
-      if (grad.getType() != param.getType())
+      if (grad.getType() != param.getType() &&
+          !(isBf16GradientOf(grad.getType(), param.getType())))
         return output.emitOpError("gradient of \"")
                << param.getName() << "\" has type " << grad.getType()
                << ", expected " << param.getType();
@@ -1244,8 +1261,35 @@ void SGDUpdateOp::getKernelResults(SmallVectorImpl<Value> &values,
 
 int64_t SGDUpdateOp::getFlops() { return 4 * numElements(getParam()); }
 
+/// A gradient of the parameter's type, or a bf16 one of an f32 parameter.
+static LogicalResult verifyUpdateGradient(Operation *op, Value param,
+                                          Value grad) {
+  Type p = getElementTypeOrSelf(param.getType());
+  Type g = getElementTypeOrSelf(grad.getType());
+  if (g == p || isBf16GradientOf(grad.getType(), param.getType()))
+    return success();
+  return op->emitOpError("gradient of element type ")
+         << g << " for a parameter of " << p
+         << ": expected the parameter's, or bf16 for an f32 master";
+}
+
+LogicalResult SGDUpdateOp::verify() {
+  return verifyUpdateGradient(*this, getParam(), getGrad());
+}
+
+LogicalResult AdamWUpdateOp::verify() {
+  return verifyUpdateGradient(*this, getParam(), getGrad());
+}
+
 
 int64_t AdamWUpdateOp::getFlops() { return 12 * numElements(getParam()); }
+
+bool loom::train::isBf16GradientOf(Type grad, Type param) {
+  auto g = dyn_cast<RankedTensorType>(grad);
+  auto p = dyn_cast<RankedTensorType>(param);
+  return g && p && g.getShape() == p.getShape() &&
+         g.getElementType().isBF16() && p.getElementType().isF32();
+}
 
 SmallVector<ConvertOp> loom::train::bf16Copies(ParamOp param) {
   SmallVector<ConvertOp> copies;

@@ -885,10 +885,13 @@ def Train_ClipFactorOp : Train_TypedOp<"clip_factor", [
 }
 
 def Train_SGDUpdateOp : Train_ComputeOp<"sgd_update", [
-    AllTypesMatch<["param", "grad", "new_param"]>,
+    AllTypesMatch<["param", "new_param"]>, AllShapesMatch<["param", "grad"]>,
     DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>],
     DeclareOpInterfaceMethods<Train_KernelOpInterface, ["getKernelOperands", "getKernelResults"]>> {
   let summary = "one SGD step of one parameter (see #train.sgd)";
+  let description = "The gradient has the parameter's type, or is bf16 "
+    "for an f32 parameter (mixed precision's `--grad-precision=bf16`: an "
+    "f32 master updated from a bf16 gradient, widened as it is read).";
   let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
                        Optional<Train_FloatTensor>:$momentum_buffer,
                        Train_Scalar:$lr, Train_SGDAttr:$config);
@@ -898,15 +901,20 @@ def Train_SGDUpdateOp : Train_ComputeOp<"sgd_update", [
     $config $param `,` $grad
     (`momentum` `(` $momentum_buffer^ `:` type($momentum_buffer) `)`)?
     `lr` `(` $lr `)` attr-dict `:` type($param)
+    `` custom<GradType>(type($grad), ref(type($param)))
   }];
+  let hasVerifier = 1;
 }
 
 def Train_AdamWUpdateOp : Train_TypedOp<"adamw_update", [
-    AllTypesMatch<["param", "grad", "m", "v", "new_param", "new_m", "new_v"]>,
+    AllTypesMatch<["param", "m", "v", "new_param", "new_m", "new_v"]>,
+    AllShapesMatch<["param", "grad"]>,
     DeclareOpInterfaceMethods<Train_CostOpInterface, ["getFlops"]>]> {
   let summary = "one AdamW step of one parameter (see #train.adamw)";
   let description = "`step` is the 0-based optimizer step; bias correction "
-    "uses step + 1. `weight_decay` overrides the config's (0 for `no_decay`).";
+    "uses step + 1. `weight_decay` overrides the config's (0 for `no_decay`). "
+    "The gradient has the parameter's type, or is bf16 for an f32 parameter "
+    "(`--grad-precision=bf16`), widened as it is read.";
   let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
                        Train_FloatTensor:$m, Train_FloatTensor:$v,
                        Train_Scalar:$lr, Train_Scalar:$step,
@@ -916,7 +924,9 @@ def Train_AdamWUpdateOp : Train_TypedOp<"adamw_update", [
   let assemblyFormat = [{
     $config $param `,` $grad `,` $m `,` $v `lr` `(` $lr `)` `step` `(` $step `)`
     `decay` $weight_decay attr-dict `:` type($param)
+    `` custom<GradType>(type($grad), ref(type($param)))
   }];
+  let hasVerifier = 1;
 }
 
 //===----------------------------------------------------------------------===//

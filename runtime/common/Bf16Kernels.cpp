@@ -8,6 +8,10 @@
 // storage, f32 compute, one rounding per result, on either backend. An
 // accumulating entry widens its accumulator too and narrows the sum.
 //
+// The optimizer's steps over whole gradients (sum_squares, the updates and
+// a scaling by the clip factor) read bf16 in place, each backend natively:
+// a stacked gradient is never copied to f32.
+//
 // The scratch is the program's reservation (loomrt_program's
 // bf16_scratch_bytes, the compiler's count of the largest call), each
 // call's copies cut from its start; past it (a program that reserved too
@@ -16,6 +20,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
+
+#include <algorithm>
 
 using namespace loomrt;
 
@@ -139,8 +145,22 @@ void loomrt_matmul_bf16_accumulate(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *a,
   }
 LOOMRT_BINARY_BF16(add)
 LOOMRT_BINARY_BF16(sub)
-LOOMRT_BINARY_BF16(mul)
 LOOMRT_BINARY_BF16(div)
+// A tensor scaled by a 0-d one (the clipped gradients under
+// --grad-precision=bf16: whole stacked gradients, by the narrowed clip
+// factor, which is bf16 storage like any bf16 tensor) is scaled in place
+// by the backend, without f32 copies.
+void loomrt_mul_bf16(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *a,
+                     loomrt_buf *b, int64_t so, int64_t sa, int64_t sb) {
+  Shape out = shapeOf(c, so), lhs = shapeOf(c, sa);
+  if (shapeOf(c, sb).rank == 0 && out.rank == lhs.rank &&
+      std::equal(out.dims, out.dims + out.rank, lhs.dims)) {
+    backend::scaleBf16(c, o, a, out.numel(), b);
+    return;
+  }
+  Widened w(c);
+  loomrt_mul(c, w.out(o, so), w.in(a, sa), w.in(b, sb), so, sa, sb);
+}
 // y = f(x, g): the unary ops' backward.
 LOOMRT_BINARY_BF16(relu_grad)
 LOOMRT_BINARY_BF16(gelu_grad)
@@ -379,14 +399,6 @@ void loomrt_pad_bf16(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *i, int64_t so,
                      int64_t si, int64_t high, int64_t low) {
   Widened w(c);
   loomrt_pad(c, w.out(o, so), w.in(i, si), so, si, high, low);
-}
-
-void loomrt_sum_squares_bf16(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *i,
-                             int64_t so, int64_t si, int64_t position,
-                             int64_t count, int64_t replicaGroup) {
-  Widened w(c);
-  loomrt_sum_squares(c, o, w.in(i, si), so, si, position, count,
-                     replicaGroup);
 }
 
 } // extern "C"

@@ -33,10 +33,10 @@ void loomrt_comm_bucket_add(loomrt_ctx *, loomrt_comm_bucket *bucket,
 void loomrt_comm_bucket_all_reduce_async(loomrt_ctx *ctx,
                                          loomrt_comm_bucket *bucket,
                                          uint32_t group, int32_t dtype) {
-  if (dtype != LOOMRT_F32)
-    fail("loomrt_comm_bucket_all_reduce_async: f32 buckets only");
-  bucket->event =
-      backend::bucketAllReduce(ctx, group, bucket->members, bucket->count);
+  if (dtype != LOOMRT_F32 && dtype != LOOMRT_BF16)
+    fail("loomrt_comm_bucket_all_reduce_async: f32 and bf16 buckets only");
+  bucket->event = backend::bucketAllReduce(ctx, group, bucket->members,
+                                           bucket->count, dtype);
 }
 
 void loomrt_comm_bucket_wait(loomrt_ctx *ctx, loomrt_comm_bucket *bucket) {

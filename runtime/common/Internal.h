@@ -157,15 +157,21 @@ inline void trackBytes(loomrt_ctx *ctx, int64_t bytes) {
 }
 
 namespace backend {
-/// All-reduces (sums) the f32 `members` (buffers and their element counts,
-/// `count` in all) over `group` as one collective: packed into a staging
+/// All-reduces (sums) the `members` of `dtype` (f32 or bf16; buffers and
+/// their element counts, `count` in all) over `group` as one collective:
+/// packed into a staging
 /// buffer, reduced, unpacked and the staging freed in the communication
 /// stream's order, so a bucket's staging lives only while its reduction
 /// runs, however late the caller waits (a loop's deferred reductions).
 loomrt_comm_event *
 bucketAllReduce(loomrt_ctx *ctx, uint32_t group,
                 const std::vector<std::pair<loomrt_buf *, int64_t>> &members,
-                int64_t count);
+                int64_t count, int32_t dtype);
+/// out = in * scale[0] over `n` bf16 elements (scale a bf16 scalar: the
+/// clip factor narrowed), each product rounded once: loomrt_mul_bf16 by a
+/// 0-d tensor, in place.
+void scaleBf16(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in, int64_t n,
+               loomrt_buf *scale);
 /// The backend's name, for messages ("host", "cuda").
 const char *name();
 /// Called first in loomrt_main with its argv (the host backend may

@@ -153,29 +153,31 @@ void waitNow(loomrt_ctx *ctx, cudaEvent_t done) {
 }
 
 void checkReduction(int32_t dtype, const char *op) {
-  if (dtype != LOOMRT_F32)
-    fail(std::string(op) + ": only f32 reductions are supported");
+  if (dtype != LOOMRT_F32 && dtype != LOOMRT_BF16)
+    fail(std::string(op) + ": only f32 and bf16 reductions are supported");
 }
 
-/// Counts what this rank sends in a ring all-reduce of `count` floats.
+/// Counts what this rank sends in a ring all-reduce of `count` elements of
+/// `size` bytes.
 void countAllReduce(loomrt_ctx *ctx, const Collective &c, uint32_t mask,
-                    int64_t count) {
+                    int64_t count, int64_t size) {
   int64_t sent = 0;
   for (int s = 0; s < c.size - 1; ++s)
     sent += chunkSize(count, c.size, (c.rank - s + c.size) % c.size) +
             chunkSize(count, c.size, (c.rank + 1 - s + c.size) % c.size);
-  countBytes(ctx, LOOMRT_ALL_REDUCE, mask, c.size > 1 ? sent * 4 : 0);
+  countBytes(ctx, LOOMRT_ALL_REDUCE, mask, c.size > 1 ? sent * size : 0);
 }
 
 cudaEvent_t allReduce(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *data,
                       int64_t count, int32_t dtype, int32_t op) {
   checkReduction(dtype, "all_reduce");
   Collective c = collectiveOf(ctx, mask);
-  countAllReduce(ctx, c, mask, count);
-  return issue(ctx, c, "all_reduce", mask, count * 4,
+  int64_t size = elementBytes(dtype);
+  countAllReduce(ctx, c, mask, count, size);
+  return issue(ctx, c, "all_reduce", mask, count * size,
                [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
                  LOOMRT_NCCL(ncclAllReduce(data, data, size_t(count),
-                                           ncclFloat32,
+                                           ncclType(dtype),
                                            op == LOOMRT_MAX ? ncclMax : ncclSum,
                                            comm, s),
                              comm, what);
@@ -187,13 +189,15 @@ cudaEvent_t reduceScatter(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
                           int32_t op) {
   checkReduction(dtype, "reduce_scatter");
   Collective c = collectiveOf(ctx, mask);
-  countBytes(ctx, LOOMRT_REDUCE_SCATTER, mask, int64_t(c.size - 1) * count * 4);
+  int64_t size = elementBytes(dtype);
+  countBytes(ctx, LOOMRT_REDUCE_SCATTER, mask,
+             int64_t(c.size - 1) * count * size);
   if (!c.comm)
-    loomrt_copy(ctx, out, in, count * 4);
-  return issue(ctx, c, "reduce_scatter", mask, count * 4,
+    loomrt_copy(ctx, out, in, count * size);
+  return issue(ctx, c, "reduce_scatter", mask, count * size,
                [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
                  LOOMRT_NCCL(ncclReduceScatter(
-                                 in, out, size_t(count), ncclFloat32,
+                                 in, out, size_t(count), ncclType(dtype),
                                  op == LOOMRT_MAX ? ncclMax : ncclSum, comm, s),
                              comm, what);
                });
@@ -250,13 +254,15 @@ cudaEvent_t reduceScatterRows(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
                               int32_t dtype, int32_t op) {
   checkReduction(dtype, "reduce_scatter");
   Collective c = collectiveOf(ctx, mask);
-  countBytes(ctx, LOOMRT_REDUCE_SCATTER, mask, int64_t(c.size - 1) * count * 4);
+  int64_t size = elementBytes(dtype);
+  countBytes(ctx, LOOMRT_REDUCE_SCATTER, mask,
+             int64_t(c.size - 1) * count * size);
   if (!c.comm)
-    loomrt_copy(ctx, out, in, count * 4);
-  return issue(ctx, c, "reduce_scatter", mask, count * 4,
+    loomrt_copy(ctx, out, in, count * size);
+  return issue(ctx, c, "reduce_scatter", mask, count * size,
                [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
                  void *scratch = nullptr;
-                 size_t block = size_t(count) * 4, piece = block / size_t(rows);
+                 size_t block = size_t(count * size), piece = block / size_t(rows);
                  LOOMRT_CUDA(cudaMallocAsync(&scratch, block * size_t(c.size), s));
                  for (int r = 0; r < c.size; ++r)
                    LOOMRT_CUDA(cudaMemcpy2DAsync(
@@ -266,7 +272,7 @@ cudaEvent_t reduceScatterRows(loomrt_ctx *ctx, uint32_t mask, loomrt_buf *out,
                        piece * size_t(c.size), piece, size_t(rows),
                        cudaMemcpyDeviceToDevice, s));
                  LOOMRT_NCCL(ncclReduceScatter(
-                                 scratch, out, size_t(count), ncclFloat32,
+                                 scratch, out, size_t(count), ncclType(dtype),
                                  op == LOOMRT_MAX ? ncclMax : ncclSum, comm, s),
                              comm, what);
                  LOOMRT_CUDA(cudaFreeAsync(scratch, s));
@@ -539,29 +545,30 @@ void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
 loomrt_comm_event *loomrt::backend::bucketAllReduce(
     loomrt_ctx *ctx, uint32_t group,
     const std::vector<std::pair<loomrt_buf *, int64_t>> &members,
-    int64_t count) {
+    int64_t count, int32_t dtype) {
   Collective c = collectiveOf(ctx, group);
-  countAllReduce(ctx, c, group, count);
+  size_t size = size_t(elementBytes(dtype));
+  countAllReduce(ctx, c, group, count, int64_t(size));
   return asEvent(issue(
-      ctx, c, "all_reduce", group, count * 4,
+      ctx, c, "all_reduce", group, count * int64_t(size),
       [&](ncclComm_t comm, cudaStream_t s, const std::string &what) {
         char *staging = nullptr;
         LOOMRT_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&staging),
-                                    size_t(count) * 4, s));
-        int64_t offset = 0;
+                                    size_t(count) * size, s));
+        size_t offset = 0;
         for (auto [data, n] : members) {
-          LOOMRT_CUDA(cudaMemcpyAsync(staging + offset, data, size_t(n) * 4,
+          LOOMRT_CUDA(cudaMemcpyAsync(staging + offset, data, size_t(n) * size,
                                       cudaMemcpyDeviceToDevice, s));
-          offset += n * 4;
+          offset += size_t(n) * size;
         }
-        LOOMRT_NCCL(ncclAllReduce(staging, staging, size_t(count), ncclFloat32,
-                                  ncclSum, comm, s),
+        LOOMRT_NCCL(ncclAllReduce(staging, staging, size_t(count),
+                                  ncclType(dtype), ncclSum, comm, s),
                     comm, what);
         offset = 0;
         for (auto [data, n] : members) {
-          LOOMRT_CUDA(cudaMemcpyAsync(data, staging + offset, size_t(n) * 4,
+          LOOMRT_CUDA(cudaMemcpyAsync(data, staging + offset, size_t(n) * size,
                                       cudaMemcpyDeviceToDevice, s));
-          offset += n * 4;
+          offset += size_t(n) * size;
         }
         LOOMRT_CUDA(cudaFreeAsync(staging, s));
       }));

@@ -276,6 +276,11 @@ __global__ void fillKernel(float *y, int64_t n, float value) {
   GRID_LOOP(i, n) { y[i] = value; }
 }
 
+__global__ void fillBf16Kernel(__nv_bfloat16 *y, int64_t n,
+                               __nv_bfloat16 value) {
+  GRID_LOOP(i, n) { y[i] = value; }
+}
+
 //===--- Gathers and scatters ----------------------------------------------===//
 
 /// y[i] = x[offset a of i].
@@ -771,9 +776,20 @@ __global__ void scheduleKernel(float *out, const float *step, double lr,
 }
 
 /// Per-block partial sums of squares.
-__global__ void squaresKernel(double *partial, const float *x, int64_t n) {
+// The optimizer's steps read an f32 gradient, or a bf16 one in place
+// (--grad-precision=bf16: a whole stacked gradient, never copied to f32).
+__device__ inline float load(const float *x, int64_t i) { return x[i]; }
+__device__ inline float load(const __nv_bfloat16 *x, int64_t i) {
+  return __bfloat162float(x[i]);
+}
+
+template <class G>
+__global__ void squaresKernel(double *partial, const G *x, int64_t n) {
   double sum = 0.0;
-  GRID_LOOP(i, n) { sum += double(x[i]) * x[i]; }
+  GRID_LOOP(i, n) {
+    double g = load(x, i);
+    sum += g * g;
+  }
   sum = blockSum(sum);
   if (threadIdx.x == 0)
     partial[blockIdx.x] = sum;
@@ -796,13 +812,14 @@ __global__ void clipKernel(float *out, const float *norm, double maxNorm) {
   out[0] = float(fmin(1.0, maxNorm / (double(norm[0]) + 1e-6)));
 }
 
+template <class G>
 __global__ void sgdKernel(float *newParam, float *newMomentum,
-                          const float *param, const float *grad,
+                          const float *param, const G *grad,
                           const float *momentum, const float *lr, int64_t n,
                           float mu, float wd) {
   float rate = lr[0];
   GRID_LOOP(i, n) {
-    float d = grad[i] + wd * param[i];
+    float d = load(grad, i) + wd * param[i];
     if (momentum) {
       d = mu * momentum[i] + d;
       newMomentum[i] = d;
@@ -811,8 +828,9 @@ __global__ void sgdKernel(float *newParam, float *newMomentum,
   }
 }
 
+template <class G>
 __global__ void adamwKernel(float *newParam, float *newM, float *newV,
-                            const float *param, const float *grad,
+                            const float *param, const G *grad,
                             const float *m, const float *v, const float *lr,
                             const float *step, int64_t n, double beta1,
                             double beta2, double eps, double weightDecay) {
@@ -823,7 +841,7 @@ __global__ void adamwKernel(float *newParam, float *newM, float *newV,
   float sqrtBc2 = float(sqrt(1.0 - pow(beta2, t)));
   float decay = float(1.0 - double(rate) * weightDecay);
   GRID_LOOP(i, n) {
-    float g = grad[i];
+    float g = load(grad, i);
     float mm = b1 * m[i] + (1.0f - b1) * g;
     float vv = b2 * v[i] + (1.0f - b2) * g * g;
     newM[i] = mm;
@@ -833,7 +851,32 @@ __global__ void adamwKernel(float *newParam, float *newM, float *newV,
   }
 }
 
+__global__ void scaleBf16Kernel(__nv_bfloat16 *y, const __nv_bfloat16 *x,
+                                int64_t n, const __nv_bfloat16 *scale) {
+  float k = __bfloat162float(scale[0]);
+  GRID_LOOP(i, n) { y[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * k); }
+}
+
 KernelError *errorsOf(loomrt_ctx *ctx) { return deviceOf(ctx).errors; }
+
+/// The running sum of squares over sum_squares' operands (`position` 0
+/// starts it): per-block partials in double, added in order into `out`.
+template <class G>
+void sumSquares(loomrt_ctx *ctx, loomrt_buf *out, const G *x, int64_t si,
+                int64_t position, int64_t replicaGroup) {
+  // A replica that does not count the operands adds nothing (parts = 0).
+  bool counts =
+      !replicaGroup || loomrt_group_rank(ctx, uint32_t(replicaGroup)) == 0;
+  int64_t n = counts ? shapeOf(ctx, si).numel() : 0;
+  int64_t parts = std::max<int64_t>(1, std::min<int64_t>(blocksFor(n), 1024));
+  Scratch partial(ctx, parts * 8);
+  LOOMRT_CUDA(cudaMemsetAsync(partial.as<char>(), 0, size_t(parts * 8),
+                              computeStream(ctx)));
+  LAUNCH(squaresKernel<G>, n ? parts : 0, kThreads, partial.as<double>(), x,
+         n);
+  LAUNCH(squaresFinishKernel, 1, kThreads, F(out), partial.as<double>(), parts,
+         position == 0);
+}
 
 /// Masked, scaled softmax(q k^T) of every (batch, head) into `p`.
 void attentionProbs(loomrt_ctx *ctx, const float *q, const float *k,
@@ -846,12 +889,29 @@ void attentionProbs(loomrt_ctx *ctx, const float *q, const float *k,
 
 } // namespace
 
+void loomrt::backend::scaleBf16(loomrt_ctx *ctx, loomrt_buf *out,
+                                loomrt_buf *in, int64_t n,
+                                loomrt_buf *scale) {
+  LAUNCH(scaleBf16Kernel, blocksFor(n), kThreads,
+         reinterpret_cast<__nv_bfloat16 *>(out),
+         reinterpret_cast<const __nv_bfloat16 *>(in), n,
+         reinterpret_cast<const __nv_bfloat16 *>(scale));
+}
+
 extern "C" {
 
 void loomrt_fill(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
                  double value) {
   int64_t n = shapeOf(ctx, shape).numel();
   LAUNCH(fillKernel, blocksFor(n), kThreads, F(dst), n, float(value));
+}
+
+void loomrt_fill_bf16(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
+                      double value) {
+  int64_t n = shapeOf(ctx, shape).numel();
+  LAUNCH(fillBf16Kernel, blocksFor(n), kThreads,
+         reinterpret_cast<__nv_bfloat16 *>(dst), n,
+         __float2bfloat16_rn(float(value)));
 }
 
 namespace {
@@ -1358,18 +1418,14 @@ void loomrt_lr_schedule(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *step,
 void loomrt_sum_squares(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
                         int64_t, int64_t si, int64_t position, int64_t,
                         int64_t replicaGroup) {
-  // A replica that does not count the operands adds nothing (parts = 0).
-  bool counts =
-      !replicaGroup || loomrt_group_rank(ctx, uint32_t(replicaGroup)) == 0;
-  int64_t n = counts ? shapeOf(ctx, si).numel() : 0;
-  int64_t parts = std::max<int64_t>(1, std::min<int64_t>(blocksFor(n), 1024));
-  Scratch partial(ctx, parts * 8);
-  LOOMRT_CUDA(cudaMemsetAsync(partial.as<char>(), 0, size_t(parts * 8),
-                              computeStream(ctx)));
-  LAUNCH(squaresKernel, n ? parts : 0, kThreads, partial.as<double>(), F(in),
-         n);
-  LAUNCH(squaresFinishKernel, 1, kThreads, F(out), partial.as<double>(), parts,
-         position == 0);
+  sumSquares(ctx, out, F(in), si, position, replicaGroup);
+}
+
+void loomrt_sum_squares_bf16(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *in,
+                             int64_t, int64_t si, int64_t position, int64_t,
+                             int64_t replicaGroup) {
+  sumSquares(ctx, out, reinterpret_cast<const __nv_bfloat16 *>(in), si,
+             position, replicaGroup);
 }
 
 void loomrt_clip_factor(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *norm,
@@ -1383,9 +1439,22 @@ void loomrt_sgd_update(loomrt_ctx *ctx, loomrt_buf *newParam,
                        int64_t sp, int64_t, int64_t, int64_t, int64_t, int64_t,
                        double momentumF, double weightDecay) {
   int64_t n = shapeOf(ctx, sp).numel();
-  LAUNCH(sgdKernel, blocksFor(n), kThreads, F(newParam), F(newMomentum),
-         F(param), F(grad), F(momentum), F(lr), n, float(momentumF),
-         float(weightDecay));
+  LAUNCH(sgdKernel<float>, blocksFor(n), kThreads, F(newParam),
+         F(newMomentum), F(param), F(grad), F(momentum), F(lr), n,
+         float(momentumF), float(weightDecay));
+}
+
+void loomrt_sgd_update_bf16(loomrt_ctx *ctx, loomrt_buf *newParam,
+                            loomrt_buf *newMomentum, loomrt_buf *param,
+                            loomrt_buf *grad, loomrt_buf *momentum,
+                            loomrt_buf *lr, int64_t sp, int64_t, int64_t,
+                            int64_t, int64_t, int64_t, double momentumF,
+                            double weightDecay) {
+  int64_t n = shapeOf(ctx, sp).numel();
+  LAUNCH(sgdKernel<__nv_bfloat16>, blocksFor(n), kThreads, F(newParam),
+         F(newMomentum), F(param),
+         reinterpret_cast<const __nv_bfloat16 *>(grad), F(momentum), F(lr), n,
+         float(momentumF), float(weightDecay));
 }
 
 void loomrt_adamw_update(loomrt_ctx *ctx, loomrt_buf *newParam,
@@ -1396,9 +1465,24 @@ void loomrt_adamw_update(loomrt_ctx *ctx, loomrt_buf *newParam,
                          int64_t, double beta1, double beta2, double eps,
                          double, double weightDecay) {
   int64_t n = shapeOf(ctx, sp).numel();
-  LAUNCH(adamwKernel, blocksFor(n), kThreads, F(newParam), F(newM), F(newV),
-         F(param), F(grad), F(m), F(v), F(lr), F(step), n, beta1, beta2, eps,
-         weightDecay);
+  LAUNCH(adamwKernel<float>, blocksFor(n), kThreads, F(newParam), F(newM),
+         F(newV), F(param), F(grad), F(m), F(v), F(lr), F(step), n, beta1,
+         beta2, eps, weightDecay);
+}
+
+void loomrt_adamw_update_bf16(loomrt_ctx *ctx, loomrt_buf *newParam,
+                              loomrt_buf *newM, loomrt_buf *newV,
+                              loomrt_buf *param, loomrt_buf *grad,
+                              loomrt_buf *m, loomrt_buf *v, loomrt_buf *lr,
+                              loomrt_buf *step, int64_t sp, int64_t, int64_t,
+                              int64_t, int64_t, int64_t, int64_t, int64_t,
+                              int64_t, double beta1, double beta2, double eps,
+                              double, double weightDecay) {
+  int64_t n = shapeOf(ctx, sp).numel();
+  LAUNCH(adamwKernel<__nv_bfloat16>, blocksFor(n), kThreads, F(newParam),
+         F(newM), F(newV), F(param),
+         reinterpret_cast<const __nv_bfloat16 *>(grad), F(m), F(v), F(lr),
+         F(step), n, beta1, beta2, eps, weightDecay);
 }
 
 } // extern "C"

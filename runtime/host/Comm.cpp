@@ -892,21 +892,22 @@ void loomrt_comm_barrier(loomrt_ctx *ctx, uint32_t group) {
 loomrt_comm_event *loomrt::backend::bucketAllReduce(
     loomrt_ctx *ctx, uint32_t group,
     const std::vector<std::pair<loomrt_buf *, int64_t>> &members,
-    int64_t count) {
+    int64_t count, int32_t dtype) {
   return issued(ctx, "all_reduce", group, streamOf(ctx).enqueue([=] {
-    char *staging = allocate(ctx, count * 4);
+    int64_t size = elementBytes(dtype);
+    char *staging = allocate(ctx, count * size);
     int64_t offset = 0;
     for (auto [data, n] : members) {
-      std::memcpy(staging + offset, reinterpret_cast<char *>(data), n * 4);
-      offset += n * 4;
+      std::memcpy(staging + offset, reinterpret_cast<char *>(data), n * size);
+      offset += n * size;
     }
     run_all_reduce(ctx, group, reinterpret_cast<loomrt_buf *>(staging), count,
-                   LOOMRT_F32, 0);
+                   dtype, 0);
     offset = 0;
     for (auto [data, n] : members) {
-      std::memcpy(reinterpret_cast<char *>(data), staging + offset, n * 4);
-      offset += n * 4;
+      std::memcpy(reinterpret_cast<char *>(data), staging + offset, n * size);
+      offset += n * size;
     }
-    release(ctx, staging, count * 4);
+    release(ctx, staging, count * size);
   }));
 }

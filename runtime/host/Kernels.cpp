@@ -173,6 +173,81 @@ std::vector<int64_t> reductionMap(const Shape &in,
 
 } // namespace
 
+namespace {
+// The optimizer's steps read an f32 gradient, or a bf16 one in place
+// (--grad-precision=bf16: a whole stacked gradient, never copied to f32).
+float load(const float *x, int64_t i) { return x[i]; }
+float load(const uint16_t *x, int64_t i) { return bf16ToFloat(x[i]); }
+
+template <class G>
+void sumSquares(loomrt_ctx *c, loomrt_buf *out, const G *x, int64_t si,
+                int64_t position, int64_t replicaGroup) {
+  // The running sum stays in the context, in double, between the calls
+  // for each operand; the output holds it rounded.
+  double sum = position == 0 ? 0.0 : c->squaresRunning;
+  if (!replicaGroup || loomrt_group_rank(c, uint32_t(replicaGroup)) == 0)
+    for (int64_t i = 0, n = shapeOf(c, si).numel(); i < n; ++i) {
+      double g = load(x, i);
+      sum += g * g;
+    }
+  c->squaresRunning = sum;
+  F(out)[0] = float(sum);
+}
+
+template <class G>
+void sgdUpdate(loomrt_ctx *c, loomrt_buf *newParam, loomrt_buf *newMomentum,
+               loomrt_buf *param, const G *g, loomrt_buf *momentum,
+               loomrt_buf *lr, int64_t sp, double momentumF,
+               double weightDecay) {
+  int64_t n = shapeOf(c, sp).numel();
+  float rate = F(lr)[0], mu = float(momentumF), wd = float(weightDecay);
+  const float *p = F(param);
+  for (int64_t i = 0; i < n; ++i) {
+    float d = load(g, i) + wd * p[i];
+    if (momentum) {
+      d = mu * F(momentum)[i] + d;
+      F(newMomentum)[i] = d;
+    }
+    F(newParam)[i] = p[i] - rate * d;
+  }
+}
+
+template <class G>
+void adamwUpdate(loomrt_ctx *c, loomrt_buf *newParam, loomrt_buf *newM,
+                 loomrt_buf *newV, loomrt_buf *param, const G *g,
+                 loomrt_buf *m, loomrt_buf *v, loomrt_buf *lr,
+                 loomrt_buf *step, int64_t sp, double beta1, double beta2,
+                 double eps, double weightDecay) {
+  int64_t n = shapeOf(c, sp).numel();
+  double t = double(F(step)[0]) + 1.0;
+  float rate = F(lr)[0];
+  float b1 = float(beta1), b2 = float(beta2);
+  float bc1 = float(1.0 - std::pow(beta1, t));
+  float sqrtBc2 = float(std::sqrt(1.0 - std::pow(beta2, t)));
+  float decay = float(1.0 - double(rate) * weightDecay);
+  const float *p = F(param), *mi = F(m), *vi = F(v);
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = load(g, i);
+    float mm = b1 * mi[i] + (1.0f - b1) * gi;
+    float vv = b2 * vi[i] + (1.0f - b2) * gi * gi;
+    F(newM)[i] = mm;
+    F(newV)[i] = vv;
+    F(newParam)[i] =
+        p[i] * decay - (rate / bc1) * mm / (std::sqrt(vv) / sqrtBc2 + float(eps));
+  }
+}
+} // namespace
+
+void loomrt::backend::scaleBf16(loomrt_ctx *c, loomrt_buf *out,
+                                loomrt_buf *in, int64_t n,
+                                loomrt_buf *scale) {
+  float k = bf16ToFloat(*reinterpret_cast<const uint16_t *>(scale));
+  const uint16_t *x = reinterpret_cast<const uint16_t *>(in);
+  uint16_t *y = reinterpret_cast<uint16_t *>(out);
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = floatToBf16(bf16ToFloat(x[i]) * k);
+}
+
 extern "C" {
 
 namespace {
@@ -944,16 +1019,15 @@ void loomrt_lr_schedule(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *step,
 void loomrt_sum_squares(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
                         int64_t, int64_t si, int64_t position, int64_t,
                         int64_t replicaGroup) {
-  // The running sum stays in the context, in double, between the calls
-  // for each operand; the output holds it rounded.
-  double sum = position == 0 ? 0.0 : c->squaresRunning;
-  if (!replicaGroup || loomrt_group_rank(c, uint32_t(replicaGroup)) == 0) {
-    const float *x = F(in);
-    for (int64_t i = 0, n = shapeOf(c, si).numel(); i < n; ++i)
-      sum += double(x[i]) * x[i];
-  }
-  c->squaresRunning = sum;
-  F(out)[0] = float(sum);
+  sumSquares(c, out, reinterpret_cast<const float *>(in), si, position,
+             replicaGroup);
+}
+
+void loomrt_sum_squares_bf16(loomrt_ctx *c, loomrt_buf *out, loomrt_buf *in,
+                             int64_t, int64_t si, int64_t position, int64_t,
+                             int64_t replicaGroup) {
+  sumSquares(c, out, reinterpret_cast<const uint16_t *>(in), si, position,
+             replicaGroup);
 }
 
 void loomrt_clip_factor(loomrt_ctx *, loomrt_buf *out, loomrt_buf *norm,
@@ -966,17 +1040,20 @@ void loomrt_sgd_update(loomrt_ctx *c, loomrt_buf *newParam,
                        loomrt_buf *grad, loomrt_buf *momentum, loomrt_buf *lr,
                        int64_t sp, int64_t, int64_t, int64_t, int64_t, int64_t,
                        double momentumF, double weightDecay) {
-  int64_t n = shapeOf(c, sp).numel();
-  float rate = F(lr)[0], mu = float(momentumF), wd = float(weightDecay);
-  const float *p = F(param), *g = F(grad);
-  for (int64_t i = 0; i < n; ++i) {
-    float d = g[i] + wd * p[i];
-    if (momentum) {
-      d = mu * F(momentum)[i] + d;
-      F(newMomentum)[i] = d;
-    }
-    F(newParam)[i] = p[i] - rate * d;
-  }
+  sgdUpdate(c, newParam, newMomentum, param,
+            reinterpret_cast<const float *>(grad), momentum, lr, sp, momentumF,
+            weightDecay);
+}
+
+void loomrt_sgd_update_bf16(loomrt_ctx *c, loomrt_buf *newParam,
+                            loomrt_buf *newMomentum, loomrt_buf *param,
+                            loomrt_buf *grad, loomrt_buf *momentum,
+                            loomrt_buf *lr, int64_t sp, int64_t, int64_t,
+                            int64_t, int64_t, int64_t, double momentumF,
+                            double weightDecay) {
+  sgdUpdate(c, newParam, newMomentum, param,
+            reinterpret_cast<const uint16_t *>(grad), momentum, lr, sp,
+            momentumF, weightDecay);
 }
 
 void loomrt_adamw_update(loomrt_ctx *c, loomrt_buf *newParam, loomrt_buf *newM,
@@ -986,22 +1063,22 @@ void loomrt_adamw_update(loomrt_ctx *c, loomrt_buf *newParam, loomrt_buf *newM,
                          int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                          double beta1, double beta2, double eps, double,
                          double weightDecay) {
-  int64_t n = shapeOf(c, sp).numel();
-  double t = double(F(step)[0]) + 1.0;
-  float rate = F(lr)[0];
-  float b1 = float(beta1), b2 = float(beta2);
-  float bc1 = float(1.0 - std::pow(beta1, t));
-  float sqrtBc2 = float(std::sqrt(1.0 - std::pow(beta2, t)));
-  float decay = float(1.0 - double(rate) * weightDecay);
-  const float *p = F(param), *g = F(grad), *mi = F(m), *vi = F(v);
-  for (int64_t i = 0; i < n; ++i) {
-    float mm = b1 * mi[i] + (1.0f - b1) * g[i];
-    float vv = b2 * vi[i] + (1.0f - b2) * g[i] * g[i];
-    F(newM)[i] = mm;
-    F(newV)[i] = vv;
-    F(newParam)[i] =
-        p[i] * decay - (rate / bc1) * mm / (std::sqrt(vv) / sqrtBc2 + float(eps));
-  }
+  adamwUpdate(c, newParam, newM, newV, param,
+              reinterpret_cast<const float *>(grad), m, v, lr, step, sp, beta1,
+              beta2, eps, weightDecay);
+}
+
+void loomrt_adamw_update_bf16(loomrt_ctx *c, loomrt_buf *newParam,
+                              loomrt_buf *newM, loomrt_buf *newV,
+                              loomrt_buf *param, loomrt_buf *grad,
+                              loomrt_buf *m, loomrt_buf *v, loomrt_buf *lr,
+                              loomrt_buf *step, int64_t sp, int64_t, int64_t,
+                              int64_t, int64_t, int64_t, int64_t, int64_t,
+                              int64_t, double beta1, double beta2, double eps,
+                              double, double weightDecay) {
+  adamwUpdate(c, newParam, newM, newV, param,
+              reinterpret_cast<const uint16_t *>(grad), m, v, lr, step, sp,
+              beta1, beta2, eps, weightDecay);
 }
 
 } // extern "C"

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bf16.h"
 #include "Internal.h"
 
 #include <cblas.h>
@@ -77,6 +78,12 @@ void loomrt_fill(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
                  double value) {
   float *y = reinterpret_cast<float *>(dst);
   std::fill(y, y + shapeOf(ctx, shape).numel(), float(value));
+}
+
+void loomrt_fill_bf16(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
+                      double value) {
+  uint16_t *y = reinterpret_cast<uint16_t *>(dst);
+  std::fill(y, y + shapeOf(ctx, shape).numel(), floatToBf16(float(value)));
 }
 
 void loomrt_sync(loomrt_ctx *) {}

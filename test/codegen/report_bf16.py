@@ -7,6 +7,7 @@ states per rank of P = 2 (bf16 copies), G = 4 (fp32 gradients), K = 12
 (fp32 masters and AdamW's two moments) bytes per parameter, split by ZeRO
 as the ZeRO paper splits them: stage 1 K / N, stage 2 (G + K) / N, stage 3
 (P + G + K) / N, to the byte (the preset's dimensions divide by N).
+--grad-bytes 2 (--grad-precision=bf16): G = 2, the ZeRO paper's 16 bytes.
 
 --pipeline-report R --layout pp,dp,tp: each pipeline rank's own parameters
 from the shapes (its layers' share of the stacked weights, tensor-split as
@@ -29,6 +30,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--model", required=True)
 p.add_argument("--zero-reports", nargs=4)
 p.add_argument("--dp", type=int)
+p.add_argument("--grad-bytes", type=int, default=4)
 p.add_argument("--pipeline-report")
 p.add_argument("--layout", help="pp,dp,tp")
 a = p.parse_args()
@@ -50,12 +52,13 @@ if a.zero_reports:
     for stage, path in enumerate(a.zero_reports):
         m = json.load(open(path))["memory_per_rank_bytes"]
         want = {"parameters": 2 * n // (N if stage >= 3 else 1),
-                "gradients": 4 * n // (N if stage >= 2 else 1),
+                "gradients": a.grad_bytes * n // (N if stage >= 2 else 1),
                 "master_parameters": 4 * n // (N if stage >= 1 else 1),
                 "optimizer_state": 8 * n // (N if stage >= 1 else 1)}
         got = {k: m[k] for k in want}
         total = sum(want.values())
-        check(f"ZeRO-{stage} over dp={N}: model states", got == want and m["model_states"] == total,
+        grads = "fp32" if a.grad_bytes == 4 else "bf16"
+        check(f"ZeRO-{stage} over dp={N}, {grads} gradients: model states", got == want and m["model_states"] == total,
               f"{m['model_states'] / 1e9:.2f} GB, formula {total / 1e9:.2f} GB "
               f"({total / n:.4g} bytes per parameter)")
 

@@ -16,6 +16,25 @@
 // ACC-NEXT: %[[LOOKUP:.*]] = train.convert %{{.*}} to f32 : tensor<32x16xbf16>
 // ACC-NEXT: %[[SUM:.*]] = train.add %[[ACC]], %[[HEAD]] : tensor<32x16xf32>, tensor<32x16xf32>
 // ACC-NEXT: train.add %[[SUM]], %[[LOOKUP]] : tensor<32x16xf32>, tensor<32x16xf32>
+// With grad-precision=bf16 the gradients stay bf16: the micro-batch
+// accumulators are bf16 carries, the clipped gradients bf16, and each
+// update reads a bf16 gradient of its f32 master and state.
+// RUN: loom-opt %S/../../examples/parity.mlir --loom-pipeline="precision=bf16 grad-precision=bf16 micro-batches=2" | FileCheck %s --check-prefix=GRAD
+// GRAD: %[[W:.*]] = train.param "wte" {{.*}} : tensor<32x16xf32>
+// GRAD: train.repeat 2 carry({{.*}} : tensor<f32>, tensor<f32>, tensor<32x16xbf16>, tensor<8x16xbf16>
+// GRAD: ^bb0(%{{.*}}: index, %{{.*}}: tensor<f32>, %{{.*}}: tensor<f32>, %[[BUF:[a-z0-9_]+]]: tensor<32x16xbf16>,
+// GRAD: train.embedding_grad
+// GRAD-NEXT: %[[SUM:.*]] = train.add %[[BUF]], %{{.*}} : tensor<32x16xbf16>, tensor<32x16xbf16>
+// GRAD-NEXT: train.add %[[SUM]], %{{.*}} : tensor<32x16xbf16>, tensor<32x16xbf16>
+// GRAD-NOT: to f32 : tensor<32x16xbf16>
+// GRAD: train.sum_squares {{.*}} : tensor<32x16xbf16>, tensor<8x16xbf16>
+// GRAD: %[[CLIPPED:.*]] = train.mul %{{.*}}, %{{.*}} : tensor<32x16xbf16>, tensor<bf16>
+// GRAD: train.adamw_update {{.*}} %[[W]], %[[CLIPPED]], {{.*}} : tensor<32x16xf32>, tensor<32x16xbf16>
+// GRAD: train.output loss({{.*}}) updates({{.*}} : tensor<32x16xf32>, tensor<32x16xf32>, tensor<32x16xf32>,
+// A bad value is named.
+// RUN: not loom-opt %S/../../examples/parity.mlir --loom-pipeline="precision=bf16 grad-precision=fp16" 2>&1 | FileCheck %s --check-prefix=BADGRAD
+// BADGRAD: train-autodiff: grad-precision must be fp32 or bf16, got 'fp16'
+
 // A model written in bf16 gives the same program as the f32 model with
 // --precision=bf16 (one mechanism):
 // RUN: sed -e 's/xf32>/xbf16>/g' %S/../../examples/parity.mlir > %t.bf16.mlir

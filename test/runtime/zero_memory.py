@@ -41,12 +41,14 @@ N = 4
 check = Checks()
 
 report, peak, resident = {}, {}, {}
-for precision in ("fp32", "bf16"):
+PRECISIONS = {"fp32": ["--precision=fp32"], "bf16": ["--precision=bf16"],
+              "bf16-grads": ["--precision=bf16", "--grad-precision=bf16"]}
+for precision, flags in PRECISIONS.items():
     for stage in (1, 2, 3):
         key = stage if precision == "fp32" else (precision, stage)
         exe = os.path.join(work, f"zero{stage}-{precision}")
-        subprocess.run([args.loomc, model, "--mesh", f"dp={N}", f"--zero={stage}",
-                        f"--precision={precision}", "--report-json", exe + ".json", "-o", exe],
+        subprocess.run([args.loomc, model, "--mesh", f"dp={N}", f"--zero={stage}", *flags,
+                        "--report-json", exe + ".json", "-o", exe],
                        check=True)
         report[key] = json.load(open(exe + ".json"))["memory_per_rank_bytes"]
         metrics = exe + ".%r.jsonl"
@@ -88,28 +90,33 @@ if not SANITIZED:
 # the f32 scratch the bf16 kernels compute on (reserved once, counted by the
 # report); the resident high-water falls from stage to stage as the total.
 keys = ("parameters", "gradients", "master_parameters", "optimizer_state")
-bf16_formulas = {1: (2 * psi, 4 * psi, 4 * psi // N, 8 * psi // N),
-                 2: (2 * psi, 4 * psi // N, 4 * psi // N, 8 * psi // N),
-                 3: (2 * psi // N, 4 * psi // N, 4 * psi // N, 8 * psi // N)}
-bf16_total = {}
-for stage in (1, 2, 3):
-    r = report[("bf16", stage)]
-    states = tuple(r[k] for k in keys)
-    check(f"bf16 ZeRO-{stage}: the report's parameters, gradients, masters and optimizer state",
-          states == bf16_formulas[stage], f"{states} vs {bf16_formulas[stage]} bytes")
-    bf16_total[stage] = sum(states) + r["activations_peak"] + r["bf16_scratch"]
-    got = peak[("bf16", stage)]
-    print(f"bf16 ZeRO-{stage}: reported {bf16_total[stage]} bytes ({sum(states)} of model "
-          f"states, {r['bf16_scratch']} of bf16 scratch), allocator peak {got}, resident "
-          f"high-water {resident[('bf16', stage)]}")
-    check(f"bf16 ZeRO-{stage}: the allocator's peak is the report's total",
-          abs(got - bf16_total[stage]) <= 1024, f"{got} vs {bf16_total[stage]}")
-if not SANITIZED:
-    bound = 0.05 * sum(bf16_formulas[1])
-    for a, b in ((1, 2), (2, 3)):
-        want = bf16_total[a] - bf16_total[b]
-        got = resident[("bf16", a)] - resident[("bf16", b)]
-        check(f"bf16 ZeRO-{a} to ZeRO-{b}: the resident high-water falls as the report says",
-              abs(got - want) <= bound, f"{got} vs {want} bytes (bound {bound:.0f})")
+# --grad-precision=bf16: G = 2 (bf16 gradients, widened as the update
+# reads them, in the scratch).
+for precision, G in (("bf16", 4), ("bf16-grads", 2)):
+    bf16_formulas = {1: (2 * psi, G * psi, 4 * psi // N, 8 * psi // N),
+                     2: (2 * psi, G * psi // N, 4 * psi // N, 8 * psi // N),
+                     3: (2 * psi // N, G * psi // N, 4 * psi // N, 8 * psi // N)}
+    bf16_total = {}
+    for stage in (1, 2, 3):
+        r = report[(precision, stage)]
+        states = tuple(r[k] for k in keys)
+        check(f"{precision} ZeRO-{stage}: the report's parameters, gradients, masters and "
+              "optimizer state", states == bf16_formulas[stage],
+              f"{states} vs {bf16_formulas[stage]} bytes")
+        bf16_total[stage] = sum(states) + r["activations_peak"] + r["bf16_scratch"]
+        got = peak[(precision, stage)]
+        print(f"{precision} ZeRO-{stage}: reported {bf16_total[stage]} bytes ({sum(states)} of "
+              f"model states, {r['bf16_scratch']} of bf16 scratch), allocator peak {got}, "
+              f"resident high-water {resident[(precision, stage)]}")
+        check(f"{precision} ZeRO-{stage}: the allocator's peak is the report's total",
+              abs(got - bf16_total[stage]) <= 1024, f"{got} vs {bf16_total[stage]}")
+    if not SANITIZED:
+        bound = 0.05 * sum(bf16_formulas[1])
+        for a, b in ((1, 2), (2, 3)):
+            want = bf16_total[a] - bf16_total[b]
+            got = resident[(precision, a)] - resident[(precision, b)]
+            check(f"{precision} ZeRO-{a} to ZeRO-{b}: the resident high-water falls as the "
+                  "report says", abs(got - want) <= bound,
+                  f"{got} vs {want} bytes (bound {bound:.0f})")
 
 check.finish()

@@ -172,6 +172,20 @@ static cl::opt<PrecisionFlag> precision(
                           "bf16 parameters)")),
     cl::cat(loomcCategory));
 
+static cl::opt<PrecisionFlag> gradPrecision(
+    "grad-precision",
+    cl::desc("With --precision=bf16, the gradients' precision"),
+    cl::init(PrecisionFlag::Fp32),
+    cl::values(clEnumValN(PrecisionFlag::Fp32, "fp32",
+                          "accumulated and reduced in fp32, as Megatron-LM's "
+                          "main_grad buffers (the default: 18 bytes a "
+                          "parameter with AdamW)"),
+               clEnumValN(PrecisionFlag::Bf16, "bf16",
+                          "kept, accumulated and reduced in bf16, each "
+                          "widened as the update reads it (the ZeRO paper's "
+                          "16 bytes a parameter)")),
+    cl::cat(loomcCategory));
+
 static cl::opt<long long, false, BoundedInt<1, loom::kMaxRepeatCount>>
     microBatches(
     "micro-batches",
@@ -950,6 +964,11 @@ int Compilation::buildOptions() {
   options.zero = zeroStage;
   bool bf16 = config.precision == loom::analysis::Precision::Bf16;
   options.precision = bf16 ? "bf16" : "fp32";
+  if (gradPrecision == PrecisionFlag::Bf16 && !bf16)
+    return fail("--grad-precision=bf16 keeps the gradients of bf16 compute's "
+                "f32 masters in bf16: give --precision=bf16 too (an fp32 "
+                "plan's gradients are fp32)");
+  options.gradPrecision = gradPrecision == PrecisionFlag::Bf16 ? "bf16" : "fp32";
   options.commOverlap = commOverlap;
   options.schedule = scheduleSpec;
   options.afterPass = [this](OpPassManager &passes, StringRef argument) {

@@ -338,6 +338,9 @@ int64_t loomrt_shape(loomrt_ctx *ctx, int64_t shape, const int64_t **dims);
 /* Every element of `dst` (of shape `shape`) set to `value`. */
 void loomrt_fill(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
                  double value);
+/* The same for a bf16 `dst`: `value` rounded to bf16 once. */
+void loomrt_fill_bf16(loomrt_ctx *ctx, loomrt_buf *dst, int64_t shape,
+                      double value);
 void loomrt_sync(loomrt_ctx *ctx);
 
 /*===--- Kernels (one per train op, see the rule above) -------------------===*/
@@ -463,8 +466,11 @@ void loomrt_embedding_grad_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf 
  * take the arguments of `loomrt_<op>`, with every non-scalar float tensor
  * bf16; 0-d tensors (the loss, the learning rate, a norm) stay f32, as do
  * the softmax statistics of the vocab-parallel cross-entropy (`max`,
- * `sum`, `target`). They compute in f32 and round
- * each result once, as loomrt_convert_bf16 does. */
+ * `sum`, `target`), but for loomrt_mul_bf16's 0-d `rhs`, bf16 (a bf16
+ * tensor scaled by a bf16 scalar: the clip factor of bf16 gradients). They
+ * compute in f32 and round each result once, as loomrt_convert_bf16 does.
+ * The optimizer's (loomrt_sum_squares_bf16, loomrt_mul_bf16 by a 0-d
+ * scale, the updates' `_bf16`) read bf16 in place, with no f32 copies. */
 void loomrt_matmul_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t, int32_t transpose_lhs, int32_t transpose_rhs);
 void loomrt_matmul_bf16_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t, int32_t transpose_lhs, int32_t transpose_rhs);
 void loomrt_sum_to_bf16_accumulate(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t);
@@ -493,6 +499,15 @@ void loomrt_transpose_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_
 void loomrt_slice_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t offsets, int64_t sizes);
 void loomrt_pad_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t high, int64_t low);
 void loomrt_sum_squares_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *in, int64_t, int64_t, int64_t position, int64_t count, int64_t replica_group);
+/* The updates' bf16 entries read a bf16 gradient of an f32 master
+ * (--grad-precision=bf16): only the gradient is widened. */
+void loomrt_sgd_update_bf16(loomrt_ctx *, loomrt_buf *new_param, loomrt_buf *new_momentum, loomrt_buf *param, loomrt_buf *grad,
+                            loomrt_buf *momentum, loomrt_buf *lr, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, double momentum_f,
+                            double weight_decay);
+void loomrt_adamw_update_bf16(loomrt_ctx *, loomrt_buf *new_param, loomrt_buf *new_m, loomrt_buf *new_v, loomrt_buf *param,
+                              loomrt_buf *grad, loomrt_buf *m, loomrt_buf *v, loomrt_buf *lr, loomrt_buf *step, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                              int64_t, int64_t, int64_t, double beta1, double beta2, double eps,
+                              double config_weight_decay, double weight_decay);
 void loomrt_add_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
 void loomrt_sub_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);
 void loomrt_mul_bf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *lhs, loomrt_buf *rhs, int64_t, int64_t, int64_t);

@@ -492,8 +492,34 @@ func.func @scale_int(%x: tensor<4xi32>) {
 // -----
 
 func.func @adamw_types(%p: tensor<4xf32>, %g: tensor<8xf32>, %lr: tensor<f32>) {
-  // expected-error @+1 {{'train.adamw_update' op failed to verify that all of {param, grad, m, v, new_param, new_m, new_v} have same type}}
+  // expected-error @+1 {{'train.adamw_update' op failed to verify that all of {param, grad} have same shape}}
   %0:3 = "train.adamw_update"(%p, %g, %p, %p, %lr, %lr) {config = #train.adamw<>, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @adamw_state_types(%p: tensor<4xf32>, %m: tensor<4xbf16>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.adamw_update' op failed to verify that all of {param, m, v, new_param, new_m, new_v} have same type}}
+  %0:3 = "train.adamw_update"(%p, %p, %m, %p, %lr, %lr) {config = #train.adamw<>, weight_decay = 0.0 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xbf16>, tensor<4xf32>, tensor<f32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// A gradient is the parameter's type, or bf16 for an f32 master: not an
+// f32 gradient of a bf16 parameter.
+func.func @adamw_grad_type(%p: tensor<4xbf16>, %g: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.adamw_update' op gradient of element type 'f32' for a parameter of 'bf16': expected the parameter's, or bf16 for an f32 master}}
+  %0:3 = train.adamw_update #train.adamw<> %p, %g, %p, %p lr(%lr) step(%lr) decay 0.0 : tensor<4xbf16>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_grad_type(%p: tensor<4xbf16>, %g: tensor<4xf32>, %lr: tensor<f32>) {
+  // expected-error @+1 {{'train.sgd_update' op gradient of element type 'f32' for a parameter of 'bf16'}}
+  %0 = train.sgd_update #train.sgd<> %p, %g lr(%lr) : tensor<4xbf16>, tensor<4xf32>
   return
 }
 

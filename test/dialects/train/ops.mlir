@@ -198,7 +198,11 @@ train.model @repeat {
 // CHECK: train.clip_factor %{{.*}} max 1.000000e+00
 // CHECK: train.sgd_update <momentum = 5.000000e-01> %{{.*}}, %{{.*}} momentum(%{{.*}} : tensor<4xf32>) lr(%{{.*}}) : tensor<4xf32>
 // CHECK: train.sgd_update <> %{{.*}}, %{{.*}} lr(%{{.*}}) : tensor<4xf32>
-// CHECK: train.adamw_update <> %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr(%{{.*}}) step(%{{.*}}) decay 0.000000e+00 : tensor<4xf32>
+// CHECK: train.adamw_update <> %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr(%{{.*}}) step(%{{.*}}) decay 0.000000e+00 : tensor<4xf32>{{$}}
+// A bf16 gradient of an f32 master (--grad-precision=bf16) is printed after
+// the parameter's type.
+// CHECK: train.sgd_update <> %{{.*}}, %{{.*}} lr(%{{.*}}) : tensor<4xf32>, tensor<4xbf16>
+// CHECK: train.adamw_update <> %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} lr(%{{.*}}) step(%{{.*}}) decay 0.000000e+00 : tensor<4xf32>, tensor<4xbf16>
 // CHECK: train.output loss(%{{.*}} : tensor<f32>) grads(%{{.*}} : tensor<4xf32>) updates(%{{.*}} : tensor<4xf32>)
 train.model @optimizer {
   %w = train.param "w" init(#train.init<zeros>) : tensor<4xf32>
@@ -213,6 +217,9 @@ train.model @optimizer {
   %p0, %m0 = train.sgd_update #train.sgd<momentum = 0.5> %w, %g momentum(%m : tensor<4xf32>) lr(%lr) : tensor<4xf32>
   %p1 = train.sgd_update #train.sgd<> %w, %g lr(%lr) : tensor<4xf32>
   %p2, %m2, %v2 = train.adamw_update #train.adamw<> %w, %g, %m, %m lr(%lr) step(%it) decay 0.0 : tensor<4xf32>
+  %g16 = train.convert %g to bf16 : tensor<4xf32>
+  %p3 = train.sgd_update #train.sgd<> %w, %g16 lr(%lr) : tensor<4xf32>, tensor<4xbf16>
+  %p4, %m4, %v4 = train.adamw_update #train.adamw<> %w, %g16, %m, %m lr(%lr) step(%it) decay 0.0 : tensor<4xf32>, tensor<4xbf16>
   %l = train.reduce sum %p2 dims [0] : tensor<4xf32>
   train.output loss(%l : tensor<f32>) grads(%g : tensor<4xf32>) updates(%p2 : tensor<4xf32>)
 }
