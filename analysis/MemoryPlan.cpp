@@ -470,11 +470,14 @@ struct Planner {
           // other stage's gradients, not this rank's zeros).
           if (writtenIntoAccumulator(r))
             continue;
+          // A loop reads it here only where an op of its body that runs
+          // here does (another stage's bf16 weight copy, an invariant of
+          // the micro-batch loops, is that stage's alone).
           bool drivenYield = driven.contains(block.getParentOp());
-          if (!llvm::any_of(r.getUsers(), [&](Operation *u) {
-                Operation *anc = block.findAncestorOpInBlock(*u);
+          if (!llvm::any_of(r.getUses(), [&](OpOperand &use) {
+                Operation *anc = block.findAncestorOpInBlock(*use.getOwner());
                 return anc && here(anc) &&
-                       !(drivenYield && isa<YieldOp>(anc));
+                       !(drivenYield && isa<YieldOp>(anc)) && readHere(use);
               }))
             continue;
           int64_t last = lastUse(r, at);

@@ -19,7 +19,16 @@ which the layout holds on every pipeline rank today, not on the first and
 last alone) and its model states: 2 + 4 + 12 / dp bytes per own parameter
 (ZeRO-1 over dp), but 2 + 4 + 12 for the column-parallel biases, whose one
 dimension tp splits already (ZeRO splits a dimension no other axis does,
-and keeps them whole)."""
+and keeps them whole).
+
+--no-remat-reports R1 R2 --layout pp,dp,tp: the same layout without
+recomputation at the batch and at twice it (one and two sequences per
+micro-batch): every pipeline rank's total (model states, activations, the
+bf16 scratch and the inputs) fits 80 GB, and its activations double with
+the micro-batch but for at most one layer's bf16 weights (12 h^2 / tp
+elements at 2 bytes): no rank holds another stage's bf16 weight copies,
+which are that stage's micro-batch loops' invariants (they were 40 GB of
+rank 0's 69 GB of activations)."""
 import argparse
 import json
 import math
@@ -33,6 +42,7 @@ p.add_argument("--dp", type=int)
 p.add_argument("--grad-bytes", type=int, default=4)
 p.add_argument("--pipeline-report")
 p.add_argument("--layout", help="pp,dp,tp")
+p.add_argument("--no-remat-reports", nargs=2)
 a = p.parse_args()
 
 shapes = {name: [int(d) for d in dims.split("x")] for name, dims in
@@ -92,6 +102,23 @@ if a.pipeline_report:
     check(f"model states per pipeline rank = (2 + 4 + 12/{dp}) bytes per own parameter",
           states == want, f"{sorted({round(s / e, 4) for s, e in zip(states, own)})} "
           f"bytes per own parameter ({per_stage * whole} column-parallel bias elements whole)")
+
+if a.no_remat_reports:
+    pp, dp, tp = map(int, a.layout.split(","))
+    h = shapes["w_qkv"][1]
+    layer_copy = 2 * 12 * h * h // tp
+    one, two = (json.load(open(path))["memory_per_rank_bytes"] for path in a.no_remat_reports)
+    extra = one["bf16_scratch"] + one["inputs"]
+    totals = [r["model_states"] + r["activations_peak"] + extra
+              for r in one["per_pipeline_rank"]]
+    check("--remat=none: every pipeline rank's total fits 80 GB", max(totals) < 80e9,
+          f"{min(totals) / 1e9:.2f} to {max(totals) / 1e9:.2f} GB")
+    fixed = [abs(b["activations_peak"] - 2 * r["activations_peak"])
+             for r, b in zip(one["per_pipeline_rank"], two["per_pipeline_rank"])]
+    check("--remat=none: activations double with the micro-batch but for one layer's "
+          "bf16 weights at most", max(fixed) <= layer_copy,
+          f"largest batch-independent part {max(fixed) / 1e9:.3f} GB, "
+          f"one layer's bf16 weights {layer_copy / 1e9:.3f} GB")
 
 print(f"{fails} failed")
 sys.exit(1 if fails else 0)
