@@ -8,6 +8,10 @@
 // storage, f32 compute, one rounding per result, on either backend. An
 // accumulating entry widens its accumulator too and narrows the sum.
 //
+// A backend with native bf16 kernels (cuda's bf16 GEMM with f32 compute
+// and its fused attention: backend::matmulBf16, attentionBf16,
+// attentionGradBf16) runs them instead of the f32 copies.
+//
 // The optimizer's steps over whole gradients (sum_squares, the updates and
 // a scaling by the clip factor) read bf16 in place, each backend natively:
 // a stacked gradient is never copied to f32.
@@ -125,12 +129,16 @@ extern "C" {
 void loomrt_matmul_bf16(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *a,
                         loomrt_buf *b, int64_t so, int64_t sa, int64_t sb,
                         int32_t ta, int32_t tb) {
+  if (backend::matmulBf16(c, o, a, b, so, sa, sb, ta, tb, false))
+    return;
   Widened w(c);
   loomrt_matmul(c, w.out(o, so), w.in(a, sa), w.in(b, sb), so, sa, sb, ta, tb);
 }
 void loomrt_matmul_bf16_accumulate(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *a,
                                    loomrt_buf *b, int64_t so, int64_t sa,
                                    int64_t sb, int32_t ta, int32_t tb) {
+  if (backend::matmulBf16(c, o, a, b, so, sa, sb, ta, tb, true))
+    return;
   Widened w(c);
   loomrt_matmul_accumulate(c, w.inout(o, so), w.in(a, sa), w.in(b, sb), so, sa,
                            sb, ta, tb);
@@ -281,6 +289,8 @@ void loomrt_rms_norm_grad_bf16_accumulate(loomrt_ctx *c, loomrt_buf *dx,
 void loomrt_attention_bf16(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *q,
                            loomrt_buf *k, loomrt_buf *v, int64_t so,
                            int64_t sq, int64_t sk, int64_t sv, int32_t causal) {
+  if (backend::attentionBf16(c, o, q, k, v, so, causal))
+    return;
   Widened w(c);
   loomrt_attention(c, w.out(o, so), w.in(q, sq), w.in(k, sk), w.in(v, sv), so,
                    sq, sk, sv, causal);
@@ -292,6 +302,8 @@ void loomrt_attention_grad_bf16(loomrt_ctx *c, loomrt_buf *dq, loomrt_buf *dk,
                                 int64_t sdk, int64_t sdv, int64_t sq,
                                 int64_t sk, int64_t sv, int64_t sg,
                                 int32_t causal) {
+  if (backend::attentionGradBf16(c, dq, dk, dv, q, k, v, g, sdq, causal))
+    return;
   Widened w(c);
   loomrt_attention_grad(c, w.out(dq, sdq), w.out(dk, sdk), w.out(dv, sdv),
                         w.in(q, sq), w.in(k, sk), w.in(v, sv), w.in(g, sg),

@@ -167,6 +167,20 @@ loomrt_comm_event *
 bucketAllReduce(loomrt_ctx *ctx, uint32_t group,
                 const std::vector<std::pair<loomrt_buf *, int64_t>> &members,
                 int64_t count, int32_t dtype);
+/// The backend's native bf16 kernels, where it has them (cuda: cuBLAS's
+/// bf16 GEMM with f32 compute, the fused attention of FlashAttention.h);
+/// false where it has none (the host), and Bf16Kernels.cpp computes on f32
+/// copies instead. Arguments as loomrt_matmul's (`accumulate`: its
+/// _accumulate form), loomrt_attention's and loomrt_attention_grad's.
+bool matmulBf16(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *lhs,
+                loomrt_buf *rhs, int64_t so, int64_t sl, int64_t sr,
+                int32_t ta, int32_t tb, bool accumulate);
+bool attentionBf16(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *q,
+                   loomrt_buf *k, loomrt_buf *v, int64_t so, int32_t causal);
+bool attentionGradBf16(loomrt_ctx *ctx, loomrt_buf *dq, loomrt_buf *dk,
+                       loomrt_buf *dv, loomrt_buf *q, loomrt_buf *k,
+                       loomrt_buf *v, loomrt_buf *grad, int64_t sdq,
+                       int32_t causal);
 /// out = in * scale[0] over `n` bf16 elements (scale a bf16 scalar: the
 /// clip factor narrowed), each product rounded once: loomrt_mul_bf16 by a
 /// 0-d tensor, in place.

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Device.h"
+#include "FlashAttention.h"
 #include "ShapeMath.h"
 
 #include <cuda_bf16.h>
@@ -547,6 +548,31 @@ void gemm(loomrt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
         c, N, strideC, cublasInt(batch, "batch")));
 }
 
+/// gemm's bf16 form: bf16 operands and result, f32 accumulation and
+/// alpha/beta (CUBLAS_COMPUTE_32F: the tensor cores' bf16 rate), the result
+/// rounded once (beta = 1 adds into it in f32 first).
+void gemmBf16(loomrt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n,
+              int64_t k, float alpha, const __nv_bfloat16 *a, int64_t strideA,
+              const __nv_bfloat16 *b, int64_t strideB, float beta,
+              __nv_bfloat16 *c, int64_t strideC, int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0)
+    return;
+  cublasHandle_t h = deviceOf(ctx).blas;
+  cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int M = cublasInt(m, "m"), N = cublasInt(n, "n"), K = cublasInt(k, "k");
+  int lda = ta ? M : K, ldb = tb ? K : N;
+  if (batch == 1)
+    LOOMRT_CUBLAS(cublasGemmEx(h, opB, opA, N, M, K, &alpha, b, CUDA_R_16BF,
+                               ldb, a, CUDA_R_16BF, lda, &beta, c, CUDA_R_16BF,
+                               N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  else
+    LOOMRT_CUBLAS(cublasGemmStridedBatchedEx(
+        h, opB, opA, N, M, K, &alpha, b, CUDA_R_16BF, ldb, strideB, a,
+        CUDA_R_16BF, lda, strideA, &beta, c, CUDA_R_16BF, N, strideC,
+        cublasInt(batch, "batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 //===--- Losses, embeddings, dropout ---------------------------------------===//
 
 __global__ void causalMaskKernel(float *y, const float *x, int64_t n,
@@ -857,6 +883,65 @@ __global__ void scaleBf16Kernel(__nv_bfloat16 *y, const __nv_bfloat16 *x,
   GRID_LOOP(i, n) { y[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * k); }
 }
 
+//===--- Fused attention (FlashAttention.h's rows, one thread each) ------===//
+
+struct LoadF32 {
+  __device__ float operator()(const float *x, int64_t e) const { return x[e]; }
+};
+struct StoreF32 {
+  __device__ void operator()(float *x, int64_t e, float v) const { x[e] = v; }
+};
+struct LoadBf16 {
+  __device__ float operator()(const __nv_bfloat16 *x, int64_t e) const {
+    return __bfloat162float(x[e]);
+  }
+};
+struct StoreBf16 {
+  __device__ void operator()(__nv_bfloat16 *x, int64_t e, float v) const {
+    x[e] = __float2bfloat16_rn(v);
+  }
+};
+
+template <class T, class Load, class Store>
+__global__ void flashForwardKernel(T *out, const T *q, const T *k, const T *v,
+                                   int64_t heads, int64_t s, int64_t d,
+                                   bool causal, float scale) {
+  float acc[flash::kMaxHeadDim];
+  GRID_LOOP(r, heads * s) {
+    int64_t at = (r / s) * s * d;
+    flash::attentionRow(out + at, q + at, k + at, v + at, s, d, r % s, causal,
+                        scale, Load{}, Store{}, acc);
+  }
+}
+
+template <class T, class Load, class Store>
+__global__ void flashQueryGradKernel(T *dq, flash::RowStats *stats,
+                                     const T *q, const T *k, const T *v,
+                                     const T *grad, int64_t heads, int64_t s,
+                                     int64_t d, bool causal, float scale) {
+  float acc[flash::kMaxHeadDim];
+  GRID_LOOP(r, heads * s) {
+    int64_t at = (r / s) * s * d;
+    stats[r] = flash::queryGradRow(dq + at, q + at, k + at, v + at, grad + at,
+                                   s, d, r % s, causal, scale, Load{}, Store{},
+                                   acc);
+  }
+}
+
+template <class T, class Load, class Store>
+__global__ void flashKeyGradKernel(T *dk, T *dv, const flash::RowStats *stats,
+                                   const T *q, const T *k, const T *v,
+                                   const T *grad, int64_t heads, int64_t s,
+                                   int64_t d, bool causal, float scale) {
+  float dkAcc[flash::kMaxHeadDim], dvAcc[flash::kMaxHeadDim];
+  GRID_LOOP(r, heads * s) {
+    int64_t h = r / s, at = h * s * d;
+    flash::keyGradRow(dk + at, dv + at, q + at, k + at, v + at, grad + at,
+                      stats + h * s, s, d, r % s, causal, scale, Load{},
+                      Store{}, dkAcc, dvAcc);
+  }
+}
+
 KernelError *errorsOf(loomrt_ctx *ctx) { return deviceOf(ctx).errors; }
 
 /// The running sum of squares over sum_squares' operands (`position` 0
@@ -887,7 +972,91 @@ void attentionProbs(loomrt_ctx *ctx, const float *q, const float *k,
   LAUNCH(softmaxKernel, heads * s, kRowThreads, p, p, heads * s, s, s, causal);
 }
 
+/// The fused attention of `heads` heads of s x d (d at most
+/// flash::kMaxHeadDim): one thread per query row; no s x s scratch.
+template <class T, class Load, class Store>
+void fusedAttention(loomrt_ctx *ctx, T *out, const T *q, const T *k,
+                    const T *v, int64_t heads, int64_t s, int64_t d,
+                    bool causal, Load, Store) {
+  float scale = float(1.0 / std::sqrt(double(d)));
+  LAUNCH((flashForwardKernel<T, Load, Store>), blocksFor(heads * s), kThreads,
+         out, q, k, v, heads, s, d, causal, scale);
+}
+
+/// Its backward: per query row its statistics and dq, then per key row dk
+/// and dv from them (each a sum of its own, in order: deterministic); the
+/// only scratch is three floats per query row.
+template <class T, class Load, class Store>
+void fusedAttentionGrad(loomrt_ctx *ctx, T *dq, T *dk, T *dv, const T *q,
+                        const T *k, const T *v, const T *grad, int64_t heads,
+                        int64_t s, int64_t d, bool causal, Load, Store) {
+  float scale = float(1.0 / std::sqrt(double(d)));
+  Scratch stats(ctx, heads * s * int64_t(sizeof(flash::RowStats)));
+  auto *rows = stats.as<flash::RowStats>();
+  LAUNCH((flashQueryGradKernel<T, Load, Store>), blocksFor(heads * s),
+         kThreads, dq, rows, q, k, v, grad, heads, s, d, causal, scale);
+  LAUNCH((flashKeyGradKernel<T, Load, Store>), blocksFor(heads * s), kThreads,
+         dk, dv, rows, q, k, v, grad, heads, s, d, causal, scale);
+}
+
 } // namespace
+
+bool loomrt::backend::matmulBf16(loomrt_ctx *ctx, loomrt_buf *out,
+                                 loomrt_buf *lhs, loomrt_buf *rhs, int64_t so,
+                                 int64_t sl, int64_t sr, int32_t ta,
+                                 int32_t tb, bool accumulate) {
+  using B = __nv_bfloat16;
+  float beta = accumulate ? 1.0f : 0.0f;
+  Shape o = shapeOf(ctx, so), l = shapeOf(ctx, sl), r = shapeOf(ctx, sr);
+  int64_t m = o[o.rank - 2], n = o[o.rank - 1];
+  int64_t k = ta ? l[l.rank - 2] : l[l.rank - 1];
+  int64_t batch = o.numel() / std::max<int64_t>(m * n, 1);
+  auto *a = reinterpret_cast<const B *>(lhs);
+  auto *b = reinterpret_cast<const B *>(rhs);
+  auto *c = reinterpret_cast<B *>(out);
+  bool sharedRhs = r.rank == 2;
+  if (sharedRhs && !ta)
+    gemmBf16(ctx, false, tb, batch * m, n, k, 1.0f, a, 0, b, 0, beta, c, 0, 1);
+  else
+    gemmBf16(ctx, ta, tb, m, n, k, 1.0f, a, m * k, b, sharedRhs ? 0 : k * n,
+             beta, c, m * n, batch);
+  return true;
+}
+
+bool loomrt::backend::attentionBf16(loomrt_ctx *ctx, loomrt_buf *out,
+                                    loomrt_buf *q, loomrt_buf *k,
+                                    loomrt_buf *v, int64_t so,
+                                    int32_t causal) {
+  using B = __nv_bfloat16;
+  Shape o = shapeOf(ctx, so);
+  int64_t s = o[2], d = o[3], heads = o[0] * o[1];
+  if (d > flash::kMaxHeadDim)
+    return false;
+  fusedAttention(ctx, reinterpret_cast<B *>(out),
+                 reinterpret_cast<const B *>(q), reinterpret_cast<const B *>(k),
+                 reinterpret_cast<const B *>(v), heads, s, d, causal,
+                 LoadBf16{}, StoreBf16{});
+  return true;
+}
+
+bool loomrt::backend::attentionGradBf16(loomrt_ctx *ctx, loomrt_buf *dq,
+                                        loomrt_buf *dk, loomrt_buf *dv,
+                                        loomrt_buf *q, loomrt_buf *k,
+                                        loomrt_buf *v, loomrt_buf *grad,
+                                        int64_t sdq, int32_t causal) {
+  using B = __nv_bfloat16;
+  Shape o = shapeOf(ctx, sdq);
+  int64_t s = o[2], d = o[3], heads = o[0] * o[1];
+  if (d > flash::kMaxHeadDim)
+    return false;
+  fusedAttentionGrad(
+      ctx, reinterpret_cast<B *>(dq), reinterpret_cast<B *>(dk),
+      reinterpret_cast<B *>(dv), reinterpret_cast<const B *>(q),
+      reinterpret_cast<const B *>(k), reinterpret_cast<const B *>(v),
+      reinterpret_cast<const B *>(grad), heads, s, d, causal, LoadBf16{},
+      StoreBf16{});
+  return true;
+}
 
 void loomrt::backend::scaleBf16(loomrt_ctx *ctx, loomrt_buf *out,
                                 loomrt_buf *in, int64_t n,
@@ -1160,6 +1329,11 @@ void loomrt_attention(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *q,
                       int64_t, int64_t, int32_t causal) {
   Shape o = shapeOf(ctx, so);
   int64_t s = o[2], d = o[3], heads = o[0] * o[1];
+  if (d <= flash::kMaxHeadDim) {
+    fusedAttention(ctx, F(out), F(q), F(k), F(v), heads, s, d, causal,
+                   LoadF32{}, StoreF32{});
+    return;
+  }
   Scratch p(ctx, heads * s * s * 4);
   attentionProbs(ctx, F(q), F(k), heads, s, d, causal, p.as<float>());
   gemm(ctx, false, false, s, d, s, 1.0f, p.as<float>(), s * s, F(v), s * d,
@@ -1174,6 +1348,12 @@ void loomrt_attention_grad(loomrt_ctx *ctx, loomrt_buf *dq, loomrt_buf *dk,
   Shape o = shapeOf(ctx, sdq);
   int64_t s = o[2], d = o[3], heads = o[0] * o[1];
   float scale = float(1.0 / std::sqrt(double(d)));
+  if (d <= flash::kMaxHeadDim) {
+    fusedAttentionGrad(ctx, F(dq), F(dk), F(dv), F(q), F(k), F(v), F(grad),
+                       heads, s, d, causal, LoadF32{}, StoreF32{});
+    return;
+  }
+  // A head wider than the fused rows hold: the probabilities materialised.
   Scratch p(ctx, heads * s * s * 4), dp(ctx, heads * s * s * 4);
   float *P = p.as<float>(), *dP = dp.as<float>();
   attentionProbs(ctx, F(q), F(k), heads, s, d, causal, P);

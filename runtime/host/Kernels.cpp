@@ -238,6 +238,26 @@ void adamwUpdate(loomrt_ctx *c, loomrt_buf *newParam, loomrt_buf *newM,
 }
 } // namespace
 
+// The host computes bf16 matmuls and attention on f32 copies
+// (Bf16Kernels.cpp), with OpenBLAS's f32 GEMM.
+bool loomrt::backend::matmulBf16(loomrt_ctx *, loomrt_buf *, loomrt_buf *,
+                                 loomrt_buf *, int64_t, int64_t, int64_t,
+                                 int32_t, int32_t, bool) {
+  return false;
+}
+bool loomrt::backend::attentionBf16(loomrt_ctx *, loomrt_buf *, loomrt_buf *,
+                                    loomrt_buf *, loomrt_buf *, int64_t,
+                                    int32_t) {
+  return false;
+}
+bool loomrt::backend::attentionGradBf16(loomrt_ctx *, loomrt_buf *,
+                                        loomrt_buf *, loomrt_buf *,
+                                        loomrt_buf *, loomrt_buf *,
+                                        loomrt_buf *, loomrt_buf *, int64_t,
+                                        int32_t) {
+  return false;
+}
+
 void loomrt::backend::scaleBf16(loomrt_ctx *c, loomrt_buf *out,
                                 loomrt_buf *in, int64_t n,
                                 loomrt_buf *scale) {

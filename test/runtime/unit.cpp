@@ -1,10 +1,14 @@
 // Unit checks of the runtime's pure helpers, run by unit.test; with
 // `bf16 IN OUT`, narrows the floats of file IN to bf16 as the runtime does
-// and writes the bits and their widening back (bf16.test checks them).
+// and writes the bits and their widening back (bf16.test checks them);
+// with `attention f32|bf16 IN OUT`, runs FlashAttention.h's rows, forward
+// and backward, on the heads of file IN (attention.test checks them).
 #include "Bf16.h"
+#include "FlashAttention.h"
 #include "Internal.h"
 #include "Stall.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -46,9 +50,72 @@ static int roundFile(const char *in, const char *out) {
   return output ? 0 : 1;
 }
 
+/// IN: int64 heads, s, d, causal, then q, k, v and dO as float32 (heads x
+/// s x d each). OUT: out, dq, dk and dv as float32, computed by the
+/// FlashAttention.h rows from storage of `T` (bf16: the inputs narrowed
+/// first, each result narrowed once), widened back.
+template <class T, class Narrow, class Widen>
+static int attentionFile(const char *in, const char *out, Narrow narrow,
+                         Widen widen) {
+  std::ifstream input(in, std::ios::binary);
+  int64_t dims[4];
+  input.read(reinterpret_cast<char *>(dims), sizeof dims);
+  int64_t heads = dims[0], s = dims[1], d = dims[2];
+  bool causal = dims[3] != 0;
+  if (!input || d > loomrt::flash::kMaxHeadDim)
+    return 1;
+  int64_t n = heads * s * d;
+  std::vector<float> values(4 * size_t(n));
+  input.read(reinterpret_cast<char *>(values.data()),
+             std::streamsize(values.size() * sizeof(float)));
+  if (!input)
+    return 1;
+  std::vector<T> stored(values.size());
+  for (size_t e = 0; e < values.size(); ++e)
+    stored[e] = narrow(values[e]);
+  const T *q = stored.data(), *k = q + n, *v = k + n, *grad = v + n;
+  std::vector<T> results(4 * size_t(n));
+  T *o = results.data(), *dq = o + n, *dk = dq + n, *dv = dk + n;
+  auto load = [&](const T *x, int64_t e) { return widen(x[e]); };
+  auto store = [&](T *x, int64_t e, float value) { x[e] = narrow(value); };
+  float scale = float(1.0 / std::sqrt(double(d)));
+  std::vector<float> acc(static_cast<size_t>(2 * d));
+  std::vector<loomrt::flash::RowStats> stats(static_cast<size_t>(s));
+  for (int64_t h = 0; h < heads; ++h) {
+    int64_t at = h * s * d;
+    for (int64_t i = 0; i < s; ++i) {
+      loomrt::flash::attentionRow(o + at, q + at, k + at, v + at, s, d, i,
+                                  causal, scale, load, store, acc.data());
+      stats[size_t(i)] = loomrt::flash::queryGradRow(
+          dq + at, q + at, k + at, v + at, grad + at, s, d, i, causal, scale,
+          load, store, acc.data());
+    }
+    for (int64_t j = 0; j < s; ++j)
+      loomrt::flash::keyGradRow(dk + at, dv + at, q + at, k + at, v + at,
+                                grad + at, stats.data(), s, d, j, causal,
+                                scale, load, store, acc.data(),
+                                acc.data() + d);
+  }
+  std::vector<float> wide(results.size());
+  for (size_t e = 0; e < results.size(); ++e)
+    wide[e] = widen(results[e]);
+  std::ofstream output(out, std::ios::binary);
+  output.write(reinterpret_cast<const char *>(wide.data()),
+               std::streamsize(wide.size() * sizeof(float)));
+  return output ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc == 4 && std::string(argv[1]) == "bf16")
     return roundFile(argv[2], argv[3]);
+  if (argc == 5 && std::string(argv[1]) == "attention") {
+    if (std::string(argv[2]) == "bf16")
+      return attentionFile<uint16_t>(
+          argv[3], argv[4], [](float x) { return loomrt::floatToBf16(x); },
+          [](uint16_t x) { return loomrt::bf16ToFloat(x); });
+    return attentionFile<float>(
+        argv[3], argv[4], [](float x) { return x; }, [](float x) { return x; });
+  }
   // srun --gpus-per-task=1: each task sees one device, whatever its local
   // rank (every task but a node's first used to fail).
   expect(chooseDevice(1, 0) == 0, "one visible device, local rank 0");
