@@ -906,8 +906,16 @@ int64_t loom::analysis::bf16ScratchBytes(loom::train::ModelOp model) {
   model.walk([&](KernelOpInterface kernel) {
     // A convert narrows or widens itself, with no copy; the optimizer's
     // steps over whole gradients read bf16 in place (the runtime's native
-    // sum_squares, updates and scaling by a scalar, Bf16Kernels.cpp).
+    // sum_squares, updates, scaling by a scalar and sums of one shape,
+    // Bf16Kernels.cpp).
     if (isa<ConvertOp, SumSquaresOp, SGDUpdateOp, AdamWUpdateOp>(kernel))
+      return;
+    auto shapeOf = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getShape();
+    };
+    if (auto add = dyn_cast<AddOp>(kernel.getOperation());
+        add && !shapeOf(add).empty() && shapeOf(add.getLhs()) == shapeOf(add) &&
+        shapeOf(add.getRhs()) == shapeOf(add))
       return;
     if (auto mul = dyn_cast<MulOp>(kernel.getOperation());
         mul && cast<RankedTensorType>(mul.getRhs().getType()).getRank() == 0 &&

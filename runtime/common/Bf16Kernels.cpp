@@ -151,18 +151,37 @@ void loomrt_matmul_bf16_accumulate(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *a,
     Widened w(c);                                                              \
     loomrt_##NAME(c, w.out(o, so), w.in(a, sa), w.in(b, sb), so, sa, sb);      \
   }
-LOOMRT_BINARY_BF16(add)
 LOOMRT_BINARY_BF16(sub)
 LOOMRT_BINARY_BF16(div)
+namespace {
+bool sameShape(const Shape &a, const Shape &b) {
+  return a.rank == b.rank && std::equal(a.dims, a.dims + a.rank, b.dims);
+}
+} // namespace
+
+// A sum of two tensors of the result's shape (a tied embedding's two bf16
+// gradients, an accumulation) is added in place by the backend, without
+// f32 copies.
+void loomrt_add_bf16(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *a,
+                     loomrt_buf *b, int64_t so, int64_t sa, int64_t sb) {
+  Shape out = shapeOf(c, so);
+  if (out.rank > 0 && sameShape(out, shapeOf(c, sa)) &&
+      sameShape(out, shapeOf(c, sb))) {
+    backend::addBf16(c, o, a, b, out.numel());
+    return;
+  }
+  Widened w(c);
+  loomrt_add(c, w.out(o, so), w.in(a, sa), w.in(b, sb), so, sa, sb);
+}
+
 // A tensor scaled by a 0-d one (the clipped gradients under
 // --grad-precision=bf16: whole stacked gradients, by the narrowed clip
 // factor, which is bf16 storage like any bf16 tensor) is scaled in place
 // by the backend, without f32 copies.
 void loomrt_mul_bf16(loomrt_ctx *c, loomrt_buf *o, loomrt_buf *a,
                      loomrt_buf *b, int64_t so, int64_t sa, int64_t sb) {
-  Shape out = shapeOf(c, so), lhs = shapeOf(c, sa);
-  if (shapeOf(c, sb).rank == 0 && out.rank == lhs.rank &&
-      std::equal(out.dims, out.dims + out.rank, lhs.dims)) {
+  Shape out = shapeOf(c, so);
+  if (shapeOf(c, sb).rank == 0 && sameShape(out, shapeOf(c, sa))) {
     backend::scaleBf16(c, o, a, out.numel(), b);
     return;
   }

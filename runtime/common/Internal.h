@@ -181,6 +181,9 @@ bool attentionGradBf16(loomrt_ctx *ctx, loomrt_buf *dq, loomrt_buf *dk,
                        loomrt_buf *dv, loomrt_buf *q, loomrt_buf *k,
                        loomrt_buf *v, loomrt_buf *grad, int64_t sdq,
                        int32_t causal);
+/// out = a + b over `n` bf16 elements, each sum rounded once.
+void addBf16(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *a, loomrt_buf *b,
+             int64_t n);
 /// out = in * scale[0] over `n` bf16 elements (scale a bf16 scalar: the
 /// clip factor narrowed), each product rounded once: loomrt_mul_bf16 by a
 /// 0-d tensor, in place.

@@ -942,6 +942,13 @@ __global__ void flashKeyGradKernel(T *dk, T *dv, const flash::RowStats *stats,
   }
 }
 
+__global__ void addBf16Kernel(__nv_bfloat16 *z, const __nv_bfloat16 *x,
+                              const __nv_bfloat16 *y, int64_t n) {
+  GRID_LOOP(i, n) {
+    z[i] = __float2bfloat16_rn(__bfloat162float(x[i]) + __bfloat162float(y[i]));
+  }
+}
+
 KernelError *errorsOf(loomrt_ctx *ctx) { return deviceOf(ctx).errors; }
 
 /// The running sum of squares over sum_squares' operands (`position` 0
@@ -1056,6 +1063,13 @@ bool loomrt::backend::attentionGradBf16(loomrt_ctx *ctx, loomrt_buf *dq,
       reinterpret_cast<const B *>(grad), heads, s, d, causal, LoadBf16{},
       StoreBf16{});
   return true;
+}
+
+void loomrt::backend::addBf16(loomrt_ctx *ctx, loomrt_buf *out, loomrt_buf *a,
+                              loomrt_buf *b, int64_t n) {
+  using B = __nv_bfloat16;
+  LAUNCH(addBf16Kernel, blocksFor(n), kThreads, reinterpret_cast<B *>(out),
+         reinterpret_cast<const B *>(a), reinterpret_cast<const B *>(b), n);
 }
 
 void loomrt::backend::scaleBf16(loomrt_ctx *ctx, loomrt_buf *out,

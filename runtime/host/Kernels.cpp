@@ -258,6 +258,15 @@ bool loomrt::backend::attentionGradBf16(loomrt_ctx *, loomrt_buf *,
   return false;
 }
 
+void loomrt::backend::addBf16(loomrt_ctx *, loomrt_buf *out, loomrt_buf *a,
+                              loomrt_buf *b, int64_t n) {
+  const uint16_t *x = reinterpret_cast<const uint16_t *>(a);
+  const uint16_t *y = reinterpret_cast<const uint16_t *>(b);
+  uint16_t *z = reinterpret_cast<uint16_t *>(out);
+  for (int64_t i = 0; i < n; ++i)
+    z[i] = floatToBf16(bf16ToFloat(x[i]) + bf16ToFloat(y[i]));
+}
+
 void loomrt::backend::scaleBf16(loomrt_ctx *c, loomrt_buf *out,
                                 loomrt_buf *in, int64_t n,
                                 loomrt_buf *scale) {
