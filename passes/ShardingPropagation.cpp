@@ -2,6 +2,8 @@
 //-----------------===//
 
 #include "passes/Passes.h"
+
+#include "llvm/ADT/StringSet.h"
 #include "passes/Sharding.h"
 
 namespace loom {
@@ -647,6 +649,8 @@ struct Propagation {
   //===--------------------------------------------------------------------===//
 
   int64_t zeroStage = 0, wholeUnderZero = 0;
+  /// The parameters (by whole name) warned of as kept whole under ZeRO.
+  llvm::StringSet<> warnedWhole;
 
   /// Whether `v` reaches a repeat as a stacked operand (directly or as an
   /// invariant of enclosing loops: a micro-batch loop's layer loop).
@@ -726,11 +730,19 @@ struct Propagation {
               return llvm::is_contained(dim, data);
             })) {
           ++wholeUnderZero;
-          param.emitWarning("ZeRO keeps parameter '")
-              << param.getName() << "' whole: no dimension of "
-              << (reachesAsStacked(p) ? "its layer slice " : "it ")
-              << "can split over " << data.getValue() << "="
-              << mesh.getGroupSize(ArrayRef<StringAttr>{data});
+          // One warning for a parameter, not one for each of its parts
+          // (a fused QKV's, a stacked weight's stages').
+          auto part = dist::attrs(param).getPartAttrHelper().getAttr(param);
+          StringRef name = part ? part.getOf() : param.getName();
+          if (!warnedWhole.insert(name).second)
+            return;
+          auto diag = param.emitWarning("ZeRO keeps parameter '")
+                      << name << "' whole: no dimension of "
+                      << (reachesAsStacked(p) ? "its layer slice " : "it ")
+                      << "can split over " << data.getValue() << "="
+                      << mesh.getGroupSize(ArrayRef<StringAttr>{data});
+          if (part)
+            diag << " (nor any of its parts)";
         }
         return;
       }
