@@ -525,6 +525,17 @@ int cublasInt(int64_t v, const char *what) {
   return int(v);
 }
 
+/// The column-major operands of a row-major product (gemm, gemmBf16).
+struct GemmDims {
+  GemmDims(bool ta, bool tb, int64_t m, int64_t n, int64_t k)
+      : opA(ta ? CUBLAS_OP_T : CUBLAS_OP_N),
+        opB(tb ? CUBLAS_OP_T : CUBLAS_OP_N), M(cublasInt(m, "m")),
+        N(cublasInt(n, "n")), K(cublasInt(k, "k")), lda(ta ? M : K),
+        ldb(tb ? K : N) {}
+  cublasOperation_t opA, opB;
+  int M, N, K, lda, ldb;
+};
+
 /// Row-major C = alpha op(A) op(B) + beta C for `batch` matrices at the
 /// given element strides (0: the same matrix for every batch), as the
 /// column-major product C^T = op(B)^T op(A)^T.
@@ -535,17 +546,14 @@ void gemm(loomrt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   if (m == 0 || n == 0 || batch == 0)
     return;
   cublasHandle_t h = deviceOf(ctx).blas;
-  cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  int M = cublasInt(m, "m"), N = cublasInt(n, "n"), K = cublasInt(k, "k");
-  int lda = ta ? M : K, ldb = tb ? K : N;
+  GemmDims g(ta, tb, m, n, k);
   if (batch == 1)
-    LOOMRT_CUBLAS(cublasSgemm(h, opB, opA, N, M, K, &alpha, b, ldb, a, lda,
-                              &beta, c, N));
+    LOOMRT_CUBLAS(cublasSgemm(h, g.opB, g.opA, g.N, g.M, g.K, &alpha, b,
+                              g.ldb, a, g.lda, &beta, c, g.N));
   else
     LOOMRT_CUBLAS(cublasSgemmStridedBatched(
-        h, opB, opA, N, M, K, &alpha, b, ldb, strideB, a, lda, strideA, &beta,
-        c, N, strideC, cublasInt(batch, "batch")));
+        h, g.opB, g.opA, g.N, g.M, g.K, &alpha, b, g.ldb, strideB, a, g.lda,
+        strideA, &beta, c, g.N, strideC, cublasInt(batch, "batch")));
 }
 
 /// gemm's bf16 form: bf16 operands and result, f32 accumulation and
@@ -558,18 +566,16 @@ void gemmBf16(loomrt_ctx *ctx, bool ta, bool tb, int64_t m, int64_t n,
   if (m == 0 || n == 0 || batch == 0)
     return;
   cublasHandle_t h = deviceOf(ctx).blas;
-  cublasOperation_t opA = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opB = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  int M = cublasInt(m, "m"), N = cublasInt(n, "n"), K = cublasInt(k, "k");
-  int lda = ta ? M : K, ldb = tb ? K : N;
+  GemmDims g(ta, tb, m, n, k);
   if (batch == 1)
-    LOOMRT_CUBLAS(cublasGemmEx(h, opB, opA, N, M, K, &alpha, b, CUDA_R_16BF,
-                               ldb, a, CUDA_R_16BF, lda, &beta, c, CUDA_R_16BF,
-                               N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    LOOMRT_CUBLAS(cublasGemmEx(h, g.opB, g.opA, g.N, g.M, g.K, &alpha, b,
+                               CUDA_R_16BF, g.ldb, a, CUDA_R_16BF, g.lda, &beta,
+                               c, CUDA_R_16BF, g.N, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
   else
     LOOMRT_CUBLAS(cublasGemmStridedBatchedEx(
-        h, opB, opA, N, M, K, &alpha, b, CUDA_R_16BF, ldb, strideB, a,
-        CUDA_R_16BF, lda, strideA, &beta, c, CUDA_R_16BF, N, strideC,
+        h, g.opB, g.opA, g.N, g.M, g.K, &alpha, b, CUDA_R_16BF, g.ldb, strideB,
+        a, CUDA_R_16BF, g.lda, strideA, &beta, c, CUDA_R_16BF, g.N, strideC,
         cublasInt(batch, "batch"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
